@@ -1,0 +1,1 @@
+"""Speech in voice channels: text cleanup, per-guild speakers, streaming audio sources."""

@@ -1,0 +1,1 @@
+"""Synthesis engine: text + voice -> streamed PCM. Knows nothing of Discord."""

@@ -1,0 +1,127 @@
+"""The Engine protocol and its value types: what a backend offers and what callers get back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+DISCORD_RATE = 48_000
+DISCORD_CHANNELS = 2
+FRAME_SAMPLES = 960  # 20 ms at 48 kHz
+FRAME_BYTES = FRAME_SAMPLES * DISCORD_CHANNELS * 2  # 3840: one 20 ms s16le stereo frame
+
+
+class EngineError(Exception):
+    """A request failed in the engine; the message is safe to show a user."""
+
+
+class TextRejected(EngineError):
+    """The text cannot be spoken (empty after cleaning, or over a limit)."""
+
+
+class SynthesisTimeout(EngineError):
+    """A segment took longer than the configured timeout."""
+
+
+class BackendUnavailable(EngineError):
+    """A backend cannot start: a package, device or model folder is missing."""
+
+
+@dataclass(frozen=True)
+class VoiceProfile:
+    """A registered voice as one backend sees it: its id and that backend's feature blob."""
+
+    voice_id: str
+    backend: str
+    backend_version: str
+    features: bytes
+    transcript: str = ""
+
+
+@dataclass(frozen=True)
+class Voice:
+    """What a request asks for: a built-in voice name or a registered profile, plus speed and pitch."""
+
+    name: str = "default"
+    speed: float = 1.0  # >1 is faster
+    pitch: float = 0.0  # semitones
+    speaker_id: int | None = None  # for multi-speaker models
+    profile: VoiceProfile | None = None
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """PCM produced for one piece of one segment: s16le, interleaved when stereo."""
+
+    pcm: bytes
+    sample_rate: int
+    channels: int
+    segment: int = 0
+    final: bool = False
+
+    @property
+    def duration(self) -> float:
+        return len(self.pcm) / (2 * self.channels * self.sample_rate)
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What a backend declares about itself."""
+
+    name: str
+    version: str  # changes when features must be extracted again
+    sample_rate: int
+    clones: bool  # True when it speaks a registered voice from its own features
+    voices: tuple[str, ...] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A synthesizer. `synthesize` is blocking and runs in a worker thread; it yields float32 mono."""
+
+    info: BackendInfo
+
+    def synthesize(self, text: str, voice: Voice) -> Iterator[np.ndarray]: ...
+
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+        """Features a registered voice keeps for this backend (None when it needs none)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncBackend(Protocol):
+    """A backend that streams natively on the event loop (for example over HTTP)."""
+
+    info: BackendInfo
+
+    def astream(self, text: str, voice: Voice) -> AsyncIterator[np.ndarray]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Engine(Protocol):
+    """Text + voice -> streamed PCM. Knows nothing of Discord."""
+
+    info: BackendInfo
+
+    def stream(
+        self,
+        text: str,
+        voice: Voice,
+        *,
+        key: Hashable,
+        rate: int = DISCORD_RATE,
+        channels: int = DISCORD_CHANNELS,
+    ) -> AsyncIterator[AudioChunk]:
+        """Yield audio segment by segment as it is synthesized, converted to `rate`/`channels`.
+
+        At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES).
+        """
+        ...
+
+    async def close(self) -> None: ...

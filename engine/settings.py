@@ -1,0 +1,65 @@
+"""Typed, frozen engine settings; bot/config.py fills them from the [engine] tables of config.toml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PiperSettings:
+    model: str = ""  # path to a Piper .onnx voice; empty = the bundled en_US-joe-medium
+    speaker_id: int = 0  # for multi-speaker models
+    noise_scale: float = 0.667
+    noise_w: float = 0.8
+
+
+@dataclass(frozen=True)
+class CosyVoiceSettings:
+    model_dir: str = ""  # folder of the downloaded CosyVoice2-0.5B model
+    device: str = "cuda"
+    fp16: bool = False
+    load_jit: bool = False
+    load_trt: bool = False
+    load_vllm: bool = False
+    streaming: bool = True
+    token_hop_len: int = 25  # tokens per streamed chunk after the first
+    first_hop_len: int = 15  # a short first hop lowers first-chunk latency
+    speed: float = 1.0
+    speaker_cache: int = 64  # voices kept in the model's speaker table (LRU)
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    url: str = "http://127.0.0.1:8600"  # base URL of an OpenAI-compatible speech server
+    model: str = "default"
+    api_key_env: str = "VOICEBOT_ENGINE_API_KEY"  # name of the environment variable holding the key
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+    retries: int = 2  # on connect errors only
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8600
+    api_key_env: str = "VOICEBOT_ENGINE_API_KEY"
+    max_input_chars: int = 4096
+    max_upload_bytes: int = 10_000_000
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    backend: str = "piper"  # piper | cosyvoice2 | remote
+    workers: int = 2  # inference threads
+    max_concurrency: int = 2  # segments synthesizing at once, across all keys
+    per_key_limit: int = 1  # segments of one key (guild, client) synthesizing at once
+    segment_timeout_s: float = 30.0
+    first_segment_chars: int = 60  # the first segment is cut at a clause near this length
+    max_segment_chars: int = 240
+    max_text_chars: int = 2000
+    loudness_target_dbfs: float = -20.0  # RMS target for normalization
+    fade_ms: float = 5.0  # fade at utterance edges only
+    piper: PiperSettings = field(default_factory=PiperSettings)
+    cosyvoice: CosyVoiceSettings = field(default_factory=CosyVoiceSettings)
+    remote: RemoteSettings = field(default_factory=RemoteSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
