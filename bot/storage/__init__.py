@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy models, the database and the repository functions services call."""

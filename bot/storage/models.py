@@ -1,0 +1,123 @@
+"""SQLAlchemy 2.0 typed models: voices, their per-backend features, user, member and guild settings."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class VoiceRow(Base):
+    """A registered voice: its owner, reference clip (FLAC) and transcript, and speaker embedding."""
+
+    __tablename__ = "voices"
+    __table_args__ = (UniqueConstraint("owner_id", "name", name="uq_voices_owner_name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    transcript: Mapped[str] = mapped_column(Text, default="")
+    clip_flac: Mapped[bytes] = mapped_column(LargeBinary)
+    clip_seconds: Mapped[float] = mapped_column(Float)
+    embedding: Mapped[bytes] = mapped_column(LargeBinary)  # 256 float32, Resemblyzer
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    features: Mapped[list[VoiceFeatureRow]] = relationship(
+        back_populates="voice", cascade="all, delete-orphan", passive_deletes=True
+    )
+    shares: Mapped[list[VoiceShareRow]] = relationship(
+        back_populates="voice", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class VoiceFeatureRow(Base):
+    """Features one backend extracted from a voice once, at registration: the speaker cache."""
+
+    __tablename__ = "voice_features"
+
+    voice_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("voices.id", ondelete="CASCADE"), primary_key=True
+    )
+    backend: Mapped[str] = mapped_column(String(32), primary_key=True)
+    backend_version: Mapped[str] = mapped_column(String(128), primary_key=True)
+    blob: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    voice: Mapped[VoiceRow] = relationship(back_populates="features")
+
+
+class VoiceShareRow(Base):
+    """An explicit share of a voice with one user or one whole guild."""
+
+    __tablename__ = "voice_shares"
+
+    voice_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("voices.id", ondelete="CASCADE"), primary_key=True
+    )
+    target_kind: Mapped[str] = mapped_column(String(8), primary_key=True)  # "user" | "guild"
+    target_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
+
+    voice: Mapped[VoiceRow] = relationship(back_populates="shares")
+
+
+class UserSettingsRow(Base):
+    """A user's choices, in every guild: active voice, speed, pitch, opt-out."""
+
+    __tablename__ = "user_settings"
+
+    user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    active_voice_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("voices.id", ondelete="SET NULL"), nullable=True
+    )
+    speed: Mapped[float] = mapped_column(Float, default=1.0)
+    pitch: Mapped[float] = mapped_column(Float, default=0.0)
+    opted_out: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class MemberSettingsRow(Base):
+    """A user's settings in one guild: the nickname read for "NAME said"."""
+
+    __tablename__ = "member_settings"
+
+    guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    nickname: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class GuildSettingsRow(Base):
+    """A guild's settings: readout channels, xsaid, autojoin, limits, required role, custom voices."""
+
+    __tablename__ = "guild_settings"
+
+    guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    readout_channel_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    xsaid: Mapped[bool] = mapped_column(Boolean, default=True)
+    autojoin: Mapped[bool] = mapped_column(Boolean, default=False)
+    read_bots: Mapped[bool] = mapped_column(Boolean, default=False)
+    require_in_voice: Mapped[bool] = mapped_column(Boolean, default=True)
+    required_role_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    max_message_chars: Mapped[int] = mapped_column(Integer, default=300)
+    max_queue: Mapped[int] = mapped_column(Integer, default=20)
+    custom_voices: Mapped[bool] = mapped_column(Boolean, default=True)
+    read_spoilers: Mapped[bool] = mapped_column(Boolean, default=False)

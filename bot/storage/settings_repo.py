@@ -1,0 +1,102 @@
+"""Repository functions for user, member and guild settings; values come back as frozen dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from bot.storage.database import Database
+from bot.storage.models import GuildSettingsRow, MemberSettingsRow, UserSettingsRow
+
+
+@dataclass(frozen=True)
+class UserPrefs:
+    user_id: int
+    active_voice_id: str | None = None
+    speed: float = 1.0
+    pitch: float = 0.0
+    opted_out: bool = False
+
+
+@dataclass(frozen=True)
+class GuildPrefs:
+    guild_id: int
+    readout_channel_ids: list[int] = field(default_factory=list)
+    xsaid: bool = True
+    autojoin: bool = False
+    read_bots: bool = False
+    require_in_voice: bool = True
+    required_role_id: int | None = None
+    max_message_chars: int = 300
+    max_queue: int = 20
+    custom_voices: bool = True
+    read_spoilers: bool = False
+
+
+def _snapshot(cls: type, row: Any) -> Any:
+    return cls(**{f.name: getattr(row, f.name) for f in dataclasses.fields(cls)})
+
+
+async def _upsert(db: Database, model: type, cls: type, key: dict[str, Any], changes: dict[str, Any]) -> Any:
+    """Apply `changes` to the row with primary key `key`, creating it with defaults first if missing."""
+    unknown = set(changes) - {f.name for f in dataclasses.fields(cls)} | (set(changes) & set(key))
+    if unknown:
+        raise ValueError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+    async with db.sessions() as session, session.begin():
+        row = await session.get(model, tuple(key.values()) if len(key) > 1 else next(iter(key.values())))
+        if row is None:
+            defaults = {f.name: getattr(cls(**key), f.name) for f in dataclasses.fields(cls)}
+            row = model(**defaults)
+            session.add(row)
+        for name, value in changes.items():
+            setattr(row, name, list(value) if isinstance(value, (list, tuple)) else value)
+        await session.flush()
+        return _snapshot(cls, row)
+
+
+async def get_user_prefs(db: Database, user_id: int) -> UserPrefs:
+    async with db.sessions() as session:
+        row = await session.get(UserSettingsRow, user_id)
+        return _snapshot(UserPrefs, row) if row else UserPrefs(user_id)
+
+
+async def update_user_prefs(db: Database, user_id: int, **changes: Any) -> UserPrefs:
+    return await _upsert(db, UserSettingsRow, UserPrefs, {"user_id": user_id}, changes)
+
+
+async def get_guild_prefs(db: Database, guild_id: int) -> GuildPrefs:
+    async with db.sessions() as session:
+        row = await session.get(GuildSettingsRow, guild_id)
+        return _snapshot(GuildPrefs, row) if row else GuildPrefs(guild_id)
+
+
+async def update_guild_prefs(db: Database, guild_id: int, **changes: Any) -> GuildPrefs:
+    return await _upsert(db, GuildSettingsRow, GuildPrefs, {"guild_id": guild_id}, changes)
+
+
+async def get_nickname(db: Database, guild_id: int, user_id: int) -> str | None:
+    async with db.sessions() as session:
+        row = await session.get(MemberSettingsRow, (guild_id, user_id))
+        return row.nickname if row else None
+
+
+async def set_nickname(db: Database, guild_id: int, user_id: int, nickname: str | None) -> None:
+    async with db.sessions() as session, session.begin():
+        row = await session.get(MemberSettingsRow, (guild_id, user_id))
+        if row is None:
+            session.add(MemberSettingsRow(guild_id=guild_id, user_id=user_id, nickname=nickname))
+        else:
+            row.nickname = nickname
+
+
+async def opted_out_users(db: Database, user_ids: list[int]) -> set[int]:
+    async with db.sessions() as session:
+        rows = await session.scalars(
+            select(UserSettingsRow.user_id).where(
+                UserSettingsRow.user_id.in_(user_ids), UserSettingsRow.opted_out.is_(True)
+            )
+        )
+        return set(rows)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Creates .venv when missing and installs what the bot (and, with "test", the test suite) needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODE="${1:-run}"
+
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "setup: Python 3.11 or newer is needed (found: $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+
+# System libraries: libopus (voice encoding); for tests also PostgreSQL and espeak-ng.
+need_pkgs=()
+ldconfig -p 2>/dev/null | grep -q 'libopus\.so' || need_pkgs+=(libopus0)
+if [ "$MODE" = "test" ]; then
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
+  command -v espeak-ng >/dev/null 2>&1 || need_pkgs+=(espeak-ng)
+fi
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    echo "setup: installing system packages: ${need_pkgs[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    echo "setup: missing system packages: ${need_pkgs[*]}" >&2
+    echo "setup: install them as root, e.g.: sudo apt-get install -y ${need_pkgs[*]}" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+extra=""
+[ "$MODE" = "test" ] && extra="[test]"
+stamp=".venv/.installed${extra}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Python packages (first time: a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  # torch is pinned to 2.13.0 (the CPU build); see README "GPU deployment" for CUDA.
+  .venv/bin/python -m pip install -q -e ".${extra}"
+  touch "$stamp"
+fi
