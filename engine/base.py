@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Hashable, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -78,9 +79,51 @@ class BackendInfo:
     voices: tuple[str, ...] = field(default_factory=tuple)
 
 
+class CancelToken:
+    """Set by the engine when a segment is skipped or times out.
+
+    A blocking backend whose `synthesize` accepts `cancel=` may poll `cancelled` between steps or
+    register a hook with `on_cancel` (called once, from the cancelling thread) to stop work in flight,
+    e.g. onnxruntime's RunOptions.terminate.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._hooks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def on_cancel(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call `hook` on cancel (at once if already cancelled); returns a function removing it."""
+        with self._lock:
+            if not self._cancelled:
+                self._hooks.append(hook)
+                return lambda: self._remove(hook)
+        hook()
+        return lambda: None
+
+    def _remove(self, hook: Callable[[], None]) -> None:
+        with self._lock:
+            if hook in self._hooks:
+                self._hooks.remove(hook)
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
+
+
 @runtime_checkable
 class Backend(Protocol):
-    """A synthesizer. `synthesize` is blocking and runs in a worker thread; it yields float32 mono."""
+    """A synthesizer. `synthesize` is blocking and runs in a worker thread; it yields float32 mono
+    at `info.sample_rate`. It may take a keyword `cancel: CancelToken` (see CancelToken)."""
 
     info: BackendInfo
 

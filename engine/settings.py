@@ -54,6 +54,7 @@ class EngineSettings:
     max_concurrency: int = 2  # segments synthesizing at once, across all keys
     per_key_limit: int = 1  # segments of one key (guild, client) synthesizing at once
     segment_timeout_s: float = 30.0
+    max_abandoned: int = 2  # timed-out/skipped inference threads that may still be finishing (see streaming.py)
     first_segment_chars: int = 60  # the first segment is cut at a clause near this length
     max_segment_chars: int = 240
     max_text_chars: int = 2000

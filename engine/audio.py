@@ -1,0 +1,159 @@
+"""Streaming conversion of backend audio (float mono) to s16le frames: stateful resampling, loudness, edge fades."""
+
+from __future__ import annotations
+
+import numpy as np
+import soxr
+
+from engine.base import DISCORD_CHANNELS, DISCORD_RATE
+
+_MIN_GAIN, _MAX_GAIN = 0.1, 10.0
+_PEAK_CEILING = 0.98
+_SILENCE_RMS = 1e-3  # below this a chunk is treated as silence and keeps the previous gain
+
+
+class LoudnessNormalizer:
+    """RMS normalization to a target level, with the gain ramped between chunks (no steps, no clicks).
+
+    Each chunk's target gain brings its RMS (of the louder half of its 20 ms blocks, so pauses don't
+    count) to `target_dbfs`, bounded so the chunk's peak stays under the ceiling. The gain moves
+    linearly from the previous chunk's gain to the new one across the chunk.
+    """
+
+    def __init__(self, target_dbfs: float | None) -> None:
+        self.target = None if target_dbfs is None else 10.0 ** (target_dbfs / 20.0)
+        self._gain: float | None = None
+
+    def _chunk_gain(self, x: np.ndarray, rate: int) -> float | None:
+        block = max(1, rate // 50)
+        n = len(x) // block
+        if n == 0:
+            rms = float(np.sqrt(np.mean(x * x))) if len(x) else 0.0
+        else:
+            energies = np.mean(x[: n * block].reshape(n, block) ** 2, axis=1)
+            loud = np.sort(energies)[n // 2 :]
+            rms = float(np.sqrt(np.mean(loud)))
+        if rms < _SILENCE_RMS or self.target is None:
+            return None
+        gain = min(max(self.target / rms, _MIN_GAIN), _MAX_GAIN)
+        peak = float(np.max(np.abs(x)))
+        if peak * gain > _PEAK_CEILING:
+            gain = _PEAK_CEILING / peak
+        return gain
+
+    def process(self, x: np.ndarray, rate: int) -> np.ndarray:
+        if self.target is None or len(x) == 0:
+            return x
+        new = self._chunk_gain(x, rate)
+        if new is None:
+            new = self._gain if self._gain is not None else 1.0
+        old = self._gain if self._gain is not None else new
+        self._gain = new
+        if old == new:
+            return x * np.float32(new)
+        ramp = np.linspace(old, new, num=len(x), dtype=np.float32)
+        return x * ramp
+
+
+class FrameConverter:
+    """Float32 mono at `src_rate` in, s16le at `rate`/`channels` out, in whole 20 ms frames.
+
+    `feed` returns the whole frames ready so far (it holds back a short tail so the utterance's last
+    frame can be faded); `flush` ends the utterance: drains the resampler, fades out, pads the last
+    frame with silence. One resampler stream lives for the whole utterance, so segment joins are
+    continuous. Fades happen only at the utterance's first and last samples.
+    """
+
+    def __init__(
+        self,
+        src_rate: int,
+        rate: int = DISCORD_RATE,
+        channels: int = DISCORD_CHANNELS,
+        *,
+        loudness_dbfs: float | None = -20.0,
+        fade_ms: float = 5.0,
+    ) -> None:
+        if channels not in (1, 2):
+            raise ValueError("channels must be 1 or 2")
+        self.src_rate, self.rate, self.channels = src_rate, rate, channels
+        self.frame_samples = rate // 50
+        self._resampler = (
+            None if src_rate == rate else soxr.ResampleStream(src_rate, rate, 1, dtype="float32", quality="HQ")
+        )
+        self._loudness = LoudnessNormalizer(loudness_dbfs)
+        self._fade = max(0, int(rate * fade_ms / 1000.0))
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._started = False  # fade-in applied
+        self._done = False
+        self.samples_out = 0
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.frame_samples * self.channels * 2
+
+    def _resample(self, x: np.ndarray, last: bool) -> np.ndarray:
+        if self._resampler is None:
+            return x
+        return self._resampler.resample_chunk(x, last=last)
+
+    def _encode(self, x: np.ndarray) -> bytes:
+        pcm = np.clip(x * 32767.0, -32768.0, 32767.0).astype("<i2")
+        if self.channels == 2:
+            pcm = np.repeat(pcm, 2)
+        self.samples_out += len(x)
+        return pcm.tobytes()
+
+    def _take_frames(self, hold: int) -> bytes:
+        """Emit whole frames from the pending buffer, keeping at least `hold` samples back."""
+        usable = max(0, len(self._pending) - hold)
+        n = (usable // self.frame_samples) * self.frame_samples
+        if n == 0:
+            return b""
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return self._encode(out)
+
+    def feed(self, audio: np.ndarray) -> bytes:
+        if self._done:
+            raise RuntimeError("feed after flush")
+        x = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if len(x) == 0:
+            return b""
+        x = self._loudness.process(x, self.src_rate)
+        y = self._resample(x, last=False)
+        if len(y):
+            if not self._started and self._fade:
+                self._started = True
+                k = min(self._fade, len(y))
+                y = y.copy()
+                y[:k] *= np.linspace(0.0, 1.0, num=k, endpoint=False, dtype=np.float32)
+            self._started = True
+            self._pending = np.concatenate([self._pending, y])
+        return self._take_frames(hold=self._fade)
+
+    def flush(self) -> bytes:
+        """End of utterance: drain, fade out, pad the last frame. Returns b"" if nothing was fed."""
+        if self._done:
+            return b""
+        self._done = True
+        if self._resampler is not None and (self._started or len(self._pending)):
+            tail = self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+            if len(tail):
+                self._pending = np.concatenate([self._pending, tail])
+        if len(self._pending) == 0:
+            return b""
+        x = self._pending
+        k = min(self._fade, len(x))
+        if k:
+            x = x.copy()
+            x[-k:] *= np.linspace(1.0, 0.0, num=k, dtype=np.float32)
+        pad = (-len(x)) % self.frame_samples
+        if pad:
+            x = np.concatenate([x, np.zeros(pad, dtype=np.float32)])
+        self._pending = np.zeros(0, dtype=np.float32)
+        return self._encode(x)
+
+
+def to_frames(audio: np.ndarray, src_rate: int, **kwargs: object) -> bytes:
+    """Convert one whole clip (float mono) at once; a convenience over FrameConverter."""
+    conv = FrameConverter(src_rate, **kwargs)  # type: ignore[arg-type]
+    return conv.feed(audio) + conv.flush()

@@ -1,0 +1,41 @@
+"""Builds the configured backend and the StreamingEngine over it."""
+
+from __future__ import annotations
+
+import importlib
+
+from engine.base import AsyncBackend, Backend, BackendUnavailable
+from engine.settings import EngineSettings
+from engine.streaming import StreamingEngine
+
+BACKENDS = ("piper", "cosyvoice2", "remote")
+
+
+def _lazy(module: str, cls: str, what: str) -> type:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise BackendUnavailable(f"The {what} backend is not available: {exc}") from exc
+    try:
+        return getattr(mod, cls)
+    except AttributeError as exc:
+        raise BackendUnavailable(f"The {what} backend is not available: {module} has no {cls}") from exc
+
+
+def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
+    """The backend named by `settings.backend`; BackendUnavailable says what is missing."""
+    name = settings.backend
+    if name == "piper":
+        from engine.piper import PiperBackend
+
+        return PiperBackend(settings.piper, workers=settings.workers)
+    if name == "cosyvoice2":
+        return _lazy("engine.cosyvoice", "CosyVoiceBackend", "cosyvoice2")(settings.cosyvoice)
+    if name == "remote":
+        return _lazy("engine.remote", "RemoteBackend", "remote")(settings.remote)
+    raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
+
+
+def build_engine(settings: EngineSettings | None = None) -> StreamingEngine:
+    settings = settings or EngineSettings()
+    return StreamingEngine(build_backend(settings), settings)

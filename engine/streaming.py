@@ -1,0 +1,351 @@
+"""StreamingEngine: clean, segment, schedule, synthesize off the loop and stream framed PCM."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Hashable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.audio import FrameConverter
+from engine.base import (
+    DISCORD_CHANNELS,
+    DISCORD_RATE,
+    AsyncBackend,
+    AudioChunk,
+    Backend,
+    BackendInfo,
+    CancelToken,
+    EngineError,
+    SynthesisTimeout,
+    TextRejected,
+    Voice,
+)
+from engine.scheduler import Grant, Scheduler
+from engine.segment import clean_text, split_segments
+from engine.settings import EngineSettings
+
+log = logging.getLogger(__name__)
+
+_END = object()  # a job's queue sentinel: the segment is complete
+
+
+@dataclass
+class EngineCounters:
+    """Running totals for metrics."""
+
+    utterances: int = 0
+    segments_done: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    cancelled: int = 0
+    synthesis_seconds: float = 0.0  # slot held, from grant to the segment's last chunk
+    audio_seconds: float = 0.0  # audio produced by the backend
+    abandoned_now: int = 0  # inference calls still finishing after a timeout or skip
+
+    def snapshot(self) -> dict[str, float]:
+        return asdict(self)
+
+
+class _Job:
+    """One segment: its slot, its cancel token, the executor call in flight, and its audio queue."""
+
+    __slots__ = ("index", "text", "queue", "token", "grant", "inflight", "task")
+
+    def __init__(self, index: int, text: str) -> None:
+        self.index = index
+        self.text = text
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.token = CancelToken()
+        self.grant: Grant | None = None
+        self.inflight: concurrent.futures.Future[Any] | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
+class _BlockingStep:
+    """Drives a blocking backend generator one chunk per executor call."""
+
+    def __init__(self, backend: Backend, text: str, voice: Voice, kwargs: dict[str, Any]) -> None:
+        self._open = lambda: iter(backend.synthesize(text, voice, **kwargs))
+        self._it: Any = None
+
+    def __call__(self) -> Any:
+        if self._it is None:
+            self._it = self._open()
+        try:
+            return next(self._it)
+        except StopIteration:
+            return _END
+
+
+class StreamingEngine:
+    """The Engine of engine/base.py over one backend.
+
+    Each segment of an utterance takes a scheduler slot keyed by `key`; blocking backends run chunk
+    by chunk in a thread pool of `settings.workers` threads (plus `settings.max_abandoned` spare
+    ones), AsyncBackends run on the loop. Segment N+1 is started (waits for its slot) while segment N
+    is streamed, so playback has no gaps. Closing or cancelling the stream cancels its work and
+    frees its slots at once.
+
+    Timeouts and skips: a running onnxruntime call cannot be killed, so it is told to stop (the
+    CancelToken; Piper sets RunOptions.terminate) and its result is abandoned. Up to
+    `settings.max_abandoned` such calls may still be finishing while their slots are already given
+    to others; past that bound a timed-out segment keeps its slot until its thread returns, so the
+    pool never holds more than workers + max_abandoned busy threads.
+    """
+
+    def __init__(
+        self,
+        backend: Backend | AsyncBackend,
+        settings: EngineSettings | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        self.backend = backend
+        self.settings = settings or EngineSettings()
+        self.info: BackendInfo = backend.info
+        self.scheduler = scheduler or Scheduler(self.settings.max_concurrency, self.settings.per_key_limit)
+        self.counters = EngineCounters()
+        self.max_abandoned = max(0, self.settings.max_abandoned)
+        self._async = isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(1, self.settings.workers) + self.max_abandoned, thread_name_prefix="engine"
+        )
+        self._pass_cancel = False  # does backend.synthesize take cancel=?
+        if not self._async:
+            params = inspect.signature(backend.synthesize).parameters  # type: ignore[union-attr]
+            self._pass_cancel = "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        self._closed = False
+
+    # -- text -----------------------------------------------------------------------------------
+
+    def prepare(self, text: str) -> str:
+        """The text as it will be spoken, or TextRejected with a message for the user."""
+        cleaned = clean_text(text if isinstance(text, str) else str(text))
+        if not any(ch.isalnum() for ch in cleaned):
+            raise TextRejected("There is nothing to say in that text.")
+        limit = self.settings.max_text_chars
+        if len(cleaned) > limit:
+            raise TextRejected(f"That text is too long: {len(cleaned)} characters; the limit is {limit}.")
+        return cleaned
+
+    def segments(self, text: str) -> list[str]:
+        return split_segments(
+            self.prepare(text), self.settings.first_segment_chars, self.settings.max_segment_chars
+        )
+
+    # -- streaming ------------------------------------------------------------------------------
+
+    async def stream(
+        self,
+        text: str,
+        voice: Voice,
+        *,
+        key: Hashable,
+        rate: int = DISCORD_RATE,
+        channels: int = DISCORD_CHANNELS,
+    ) -> AsyncIterator[AudioChunk]:
+        if self._closed:
+            raise EngineError("The speech engine is shut down.")
+        segments = self.segments(text)
+        conv = FrameConverter(
+            self.info.sample_rate,
+            rate,
+            channels,
+            loudness_dbfs=self.settings.loudness_target_dbfs,
+            fade_ms=self.settings.fade_ms,
+        )
+        jobs = [_Job(i, s) for i, s in enumerate(segments)]
+        self.counters.utterances += 1
+        done = False
+
+        def start(i: int) -> None:
+            if i < len(jobs) and jobs[i].task is None:
+                jobs[i].task = asyncio.create_task(self._produce(jobs[i], voice, key))
+
+        try:
+            start(0)
+            for job in jobs:
+                start(job.index + 1)  # one ahead: waits for its slot while this one streams
+                while True:
+                    item = await job.queue.get()
+                    if item is _END:
+                        break
+                    if isinstance(item, BaseException):
+                        raise item
+                    pcm = conv.feed(item)
+                    if pcm:
+                        yield AudioChunk(pcm, rate, channels, segment=job.index)
+            tail = conv.flush()
+            if conv.samples_out == 0:
+                raise TextRejected("There is nothing to say in that text.")
+            done = True
+            yield AudioChunk(tail, rate, channels, segment=len(jobs) - 1, final=True)
+        finally:
+            if not done:
+                cancelled = False
+                for job in jobs:
+                    if job.task is not None and not job.task.done():
+                        job.task.cancel()
+                        cancelled = True
+                    self._finish(job)
+                if cancelled:
+                    self.counters.cancelled += 1
+
+    async def _produce(self, job: _Job, voice: Voice, key: Hashable) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            job.grant = await self.scheduler.acquire(key)
+            t0 = time.perf_counter()
+            deadline = loop.time() + self.settings.segment_timeout_s
+            produced = 0
+            if self._async:
+                produced = await self._run_async(job, voice, deadline)
+            else:
+                produced = await self._run_blocking(job, voice, deadline)
+            self.counters.segments_done += 1
+            self.counters.synthesis_seconds += time.perf_counter() - t0
+            self.counters.audio_seconds += produced / self.info.sample_rate
+            job.queue.put_nowait(_END)
+        except asyncio.CancelledError:
+            raise
+        except SynthesisTimeout as exc:
+            self.counters.timeouts += 1
+            self.counters.errors += 1
+            job.queue.put_nowait(exc)
+        except EngineError as exc:
+            self.counters.errors += 1
+            job.queue.put_nowait(exc)
+        except Exception as exc:
+            self.counters.errors += 1
+            log.exception("backend %s failed on segment %d", self.info.name, job.index)
+            err = EngineError(f"The speech engine failed ({type(exc).__name__}).")
+            err.__cause__ = exc
+            job.queue.put_nowait(err)
+        finally:
+            self._finish(job)
+
+    def _timeout(self) -> SynthesisTimeout:
+        return SynthesisTimeout(f"Speech synthesis took longer than {self.settings.segment_timeout_s:g} s.")
+
+    async def _run_blocking(self, job: _Job, voice: Voice, deadline: float) -> int:
+        loop = asyncio.get_running_loop()
+        kwargs = {"cancel": job.token} if self._pass_cancel else {}
+        step = _BlockingStep(self.backend, job.text, voice, kwargs)  # type: ignore[arg-type]
+        produced = 0
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise self._timeout()
+            cf = self._executor.submit(step)
+            job.inflight = cf
+            try:
+                item = await asyncio.wait_for(asyncio.wrap_future(cf), remaining)
+            except TimeoutError:
+                raise self._timeout() from None
+            job.inflight = None
+            if item is _END:
+                return produced
+            arr = np.asarray(item, dtype=np.float32).reshape(-1)
+            produced += len(arr)
+            job.queue.put_nowait(arr)
+
+    async def _run_async(self, job: _Job, voice: Voice, deadline: float) -> int:
+        loop = asyncio.get_running_loop()
+        agen = self.backend.astream(job.text, voice).__aiter__()  # type: ignore[union-attr]
+        produced = 0
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise self._timeout()
+                try:
+                    item = await asyncio.wait_for(agen.__anext__(), remaining)
+                except StopAsyncIteration:
+                    return produced
+                except TimeoutError:
+                    raise self._timeout() from None
+                arr = np.asarray(item, dtype=np.float32).reshape(-1)
+                produced += len(arr)
+                job.queue.put_nowait(arr)
+        finally:
+            aclose = getattr(agen, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:  # noqa: BLE001 - closing a failed stream must not mask its error
+                    log.debug("closing the async backend stream failed", exc_info=True)
+
+    def _finish(self, job: _Job) -> None:
+        """Stop the job's work and free its slot (idempotent; see the class docstring on bounds)."""
+        job.token.cancel()
+        grant, job.grant = job.grant, None
+        cf, job.inflight = job.inflight, None
+        if grant is None:
+            return
+        if cf is None or cf.done():
+            grant.release()
+            return
+        loop = asyncio.get_running_loop()
+
+        def later(callback: Any) -> None:
+            def done(_: object) -> None:
+                try:
+                    loop.call_soon_threadsafe(callback)
+                except RuntimeError:  # the loop is gone
+                    pass
+
+            cf.add_done_callback(done)
+
+        if self.counters.abandoned_now < self.max_abandoned:
+            self.counters.abandoned_now += 1
+            later(self._unabandon)
+            grant.release()
+        else:
+            later(grant.release)
+
+    def _unabandon(self) -> None:
+        self.counters.abandoned_now -= 1
+
+    async def warm_up(self) -> None:
+        """Create every worker thread's backend session now, so the first request is not slower."""
+        warm = getattr(self.backend, "warm_up", None)
+        if self._async or warm is None:
+            return
+        n = max(1, self.settings.workers)
+        barrier = threading.Barrier(n)
+
+        def one() -> None:
+            try:
+                barrier.wait(timeout=30)  # n calls at once land on n distinct threads
+            except threading.BrokenBarrierError:
+                pass
+            warm()
+
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._executor, one) for _ in range(n)))
+
+    async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:
+        """The whole utterance at 48 kHz stereo (for the CLI and tests)."""
+        out = bytearray()
+        async for chunk in self.stream(text, voice, key=key):
+            out += chunk.pcm
+        return bytes(out)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._async:
+            await self.backend.aclose()  # type: ignore[union-attr]
+        else:
+            self.backend.close()  # type: ignore[union-attr]
