@@ -1,0 +1,215 @@
+"""Voice matching for single-speaker backends: WORLD pitch/formant transforms applied per segment."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import warnings
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .base import EngineError, Voice
+
+with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
+    warnings.simplefilter("ignore")
+    import pyworld
+
+PROFILE_FORMAT = 1
+FRAME_PERIOD_MS = 5.0
+F0_FLOOR = 55.0
+F0_CEIL = 600.0
+WARP_RANGE = (0.75, 1.35)
+LOG_F0_RANGE = (math.log(50.0), math.log(500.0))
+LOG_F0_STD_RANGE = (0.02, 0.6)
+_CACHE_SIZE = 64
+
+
+class ProfileError(EngineError):
+    """A stored voice-matching profile cannot be read."""
+
+
+@dataclass(frozen=True)
+class MatchProfile:
+    """How to turn the default voice into a registered one: log-F0 statistics and a formant warp."""
+
+    target_lf0_mean: float  # reference speaker, natural log of Hz
+    target_lf0_std: float
+    source_lf0_mean: float  # the default voice this profile was fitted against
+    source_lf0_std: float
+    warp: float = 1.0  # spectral envelope frequency warp; > 1 raises formants (shorter vocal tract)
+    f0_scale: float = 1.0  # how much of the reference's pitch spread to keep, found by the fit
+    format: int = PROFILE_FORMAT
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> MatchProfile:
+        try:
+            raw = json.loads(blob.decode())
+            if not isinstance(raw, dict) or raw.get("format") != PROFILE_FORMAT:
+                raise ValueError("unknown profile format")
+            values = {k: float(raw[k]) for k in (
+                "target_lf0_mean", "target_lf0_std", "source_lf0_mean", "source_lf0_std", "warp", "f0_scale")}
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise ProfileError("This voice's matching profile is damaged; register the voice again.") from exc
+        if not all(math.isfinite(v) for v in values.values()):
+            raise ProfileError("This voice's matching profile is damaged; register the voice again.")
+        return cls(
+            target_lf0_mean=_clamp(values["target_lf0_mean"], *LOG_F0_RANGE),
+            target_lf0_std=_clamp(values["target_lf0_std"], *LOG_F0_STD_RANGE),
+            source_lf0_mean=_clamp(values["source_lf0_mean"], *LOG_F0_RANGE),
+            source_lf0_std=_clamp(values["source_lf0_std"], *LOG_F0_STD_RANGE),
+            warp=_clamp(values["warp"], *WARP_RANGE),
+            f0_scale=_clamp(values["f0_scale"], 0.0, 2.0),
+        )
+
+    @property
+    def target_f0_hz(self) -> float:
+        return math.exp(self.target_lf0_mean)
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return min(max(value, low), high)
+
+
+class _ProfileCache:
+    """A small thread-safe LRU of parsed profiles keyed by voice id and blob hash."""
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, int], tuple[bytes, MatchProfile]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, voice_id: str, blob: bytes) -> MatchProfile:
+        key = (voice_id, hash(blob))
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] == blob:
+                self._items.move_to_end(key)
+                return hit[1]
+        profile = MatchProfile.from_bytes(blob)
+        with self._lock:
+            self._items[key] = (blob, profile)
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return profile
+
+
+_profiles = _ProfileCache()
+
+
+def profile_for(voice: Voice) -> MatchProfile | None:
+    """The parsed piper profile of a voice (cached), or None when it has none."""
+    prof = voice.profile
+    if prof is None or prof.backend != "piper" or not prof.features:
+        return None
+    return _profiles.get(prof.voice_id, prof.features)
+
+
+@dataclass(frozen=True)
+class Transform:
+    """What to do to one segment: a log-F0 mapping and an envelope warp."""
+
+    src_mean: float = 0.0
+    src_std: float = 1.0
+    dst_mean: float = 0.0
+    dst_std: float = 1.0
+    map_stats: bool = False
+    shift_semitones: float = 0.0
+    warp: float = 1.0
+
+    @property
+    def identity(self) -> bool:
+        return not self.map_stats and self.shift_semitones == 0.0 and self.warp == 1.0
+
+    @classmethod
+    def for_profile(cls, profile: MatchProfile | None, semitones: float = 0.0) -> Transform:
+        if profile is None:
+            return cls(shift_semitones=semitones)
+        return cls(
+            src_mean=profile.source_lf0_mean,
+            src_std=profile.source_lf0_std,
+            dst_mean=profile.target_lf0_mean,
+            dst_std=profile.target_lf0_std * profile.f0_scale,
+            map_stats=True,
+            shift_semitones=semitones,
+            warp=profile.warp,
+        )
+
+
+def apply_voice(audio: np.ndarray, sr: int, voice: Voice) -> np.ndarray:
+    """Speak one segment in the voice's matched pitch and timbre; float32 mono in and out, same rate."""
+    transform = Transform.for_profile(profile_for(voice), float(voice.pitch or 0.0))
+    return apply_transform(audio, sr, transform)
+
+
+def apply_transform(audio: np.ndarray, sr: int, transform: Transform) -> np.ndarray:
+    """Re-synthesize audio with WORLD after mapping its F0 and warping its spectral envelope."""
+    x = np.asarray(audio, dtype=np.float32).reshape(-1)
+    if transform.identity or len(x) < int(sr * 0.05) or not np.any(x):
+        return x.copy()
+    xd = x.astype(np.float64)
+    f0, times = pyworld.dio(xd, sr, f0_floor=F0_FLOOR, f0_ceil=F0_CEIL, frame_period=FRAME_PERIOD_MS)
+    f0 = pyworld.stonemask(xd, f0, times, sr)
+    sp = pyworld.cheaptrick(xd, f0, times, sr)
+    ap = pyworld.d4c(xd, f0, times, sr)
+    f0 = map_f0(f0, transform)
+    if transform.warp != 1.0:
+        sp = warp_envelope(sp, transform.warp)
+        ap = warp_envelope(ap, transform.warp)
+    y = pyworld.synthesize(f0, sp, ap, sr, FRAME_PERIOD_MS)[: len(x)]
+    if len(y) < len(x):
+        y = np.pad(y, (0, len(x) - len(y)))
+    return _match_level(y, x)
+
+
+def map_f0(f0: np.ndarray, transform: Transform) -> np.ndarray:
+    """Map voiced frames in the log domain: standardize to the source stats, rescale to the target, shift."""
+    out = f0.copy()
+    voiced = out > 0
+    if not np.any(voiced):
+        return out
+    lf0 = np.log(out[voiced])
+    if transform.map_stats:
+        lf0 = (lf0 - transform.src_mean) / max(transform.src_std, 1e-3) * transform.dst_std + transform.dst_mean
+    lf0 += transform.shift_semitones * math.log(2.0) / 12.0
+    out[voiced] = np.clip(np.exp(lf0), F0_FLOOR * 0.8, F0_CEIL * 1.2)
+    return out
+
+
+def warp_envelope(env: np.ndarray, alpha: float) -> np.ndarray:
+    """Stretch each frame's envelope along frequency: new(f) = old(f / alpha)."""
+    bins = env.shape[1]
+    src = np.arange(bins, dtype=np.float64) / alpha
+    np.clip(src, 0, bins - 1, out=src)
+    lo = np.floor(src).astype(np.int64)
+    hi = np.minimum(lo + 1, bins - 1)
+    frac = src - lo
+    return np.ascontiguousarray(env[:, lo] * (1.0 - frac) + env[:, hi] * frac)
+
+
+def _match_level(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    rms_x = float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
+    rms_y = float(np.sqrt(np.mean(np.square(y))))
+    if rms_y > 1e-9:
+        y = y * (rms_x / rms_y)
+    peak = float(np.max(np.abs(y))) if len(y) else 0.0
+    if peak > 0.99:
+        y = y * (0.99 / peak)
+    return y.astype(np.float32)
+
+
+def log_f0_stats(samples: np.ndarray, sr: int) -> tuple[float, float, float]:
+    """Log-F0 mean and spread of the voiced frames, and the voiced fraction (harvest: robust, slower)."""
+    xd = np.asarray(samples, dtype=np.float64)
+    f0, _ = pyworld.harvest(xd, sr, f0_floor=F0_FLOOR, f0_ceil=F0_CEIL, frame_period=10.0)
+    voiced = f0[f0 > 0]
+    if len(voiced) < 10:
+        raise EngineError("No voiced speech found in the clip; record yourself speaking clearly.")
+    lf0 = np.log(voiced)
+    return float(np.mean(lf0)), float(np.std(lf0)), len(voiced) / len(f0)
