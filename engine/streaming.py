@@ -8,8 +8,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from engine.base import (
     TextRejected,
     Voice,
 )
+from engine.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
 from engine.segment import clean_text, split_segments
 from engine.settings import EngineSettings
@@ -90,16 +90,17 @@ class StreamingEngine:
     """The Engine of engine/base.py over one backend.
 
     Each segment of an utterance takes a scheduler slot keyed by `key`; blocking backends run chunk
-    by chunk in a thread pool of `settings.workers` threads (plus `settings.max_abandoned` spare
-    ones), AsyncBackends run on the loop. Segment N+1 is started (waits for its slot) while segment N
+    by chunk in a pool of `settings.workers` threads (engine/pool.py), AsyncBackends run on the loop.
+    Effective parallelism is min(workers, max_concurrency). Segment N+1 is started (waits for its slot) while segment N
     is streamed, so playback has no gaps. Closing or cancelling the stream cancels its work and
     frees its slots at once.
 
     Timeouts and skips: a running onnxruntime call cannot be killed, so it is told to stop (the
-    CancelToken; Piper sets RunOptions.terminate) and its result is abandoned. Up to
-    `settings.max_abandoned` such calls may still be finishing while their slots are already given
-    to others; past that bound a timed-out segment keeps its slot until its thread returns, so the
-    pool never holds more than workers + max_abandoned busy threads.
+    CancelToken; Piper sets RunOptions.terminate) and its result is abandoned: its thread is retired
+    (it exits when the call returns) and a fresh thread replaces it, so the slot is free at once. Up
+    to `settings.max_abandoned` retired threads may be running; past that bound a timed-out segment
+    keeps its slot and its thread until the call returns, so there are never more than
+    workers + max_abandoned inference threads.
     """
 
     def __init__(
@@ -116,14 +117,15 @@ class StreamingEngine:
         self.counters = EngineCounters()
         self.max_abandoned = max(0, self.settings.max_abandoned)
         self._async = isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
-        self._executor = ThreadPoolExecutor(
-            max_workers=max(1, self.settings.workers) + self.max_abandoned, thread_name_prefix="engine"
-        )
+        self._pool = WorkerPool(max(1, self.settings.workers), name="engine")
         self._pass_cancel = False  # does backend.synthesize take cancel=?
         if not self._async:
             params = inspect.signature(backend.synthesize).parameters  # type: ignore[union-attr]
             self._pass_cancel = "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         self._closed = False
+        # Optional hook for metrics and benchmarks: trace(event, key, segment_index) with event
+        # "granted" (slot acquired, synthesis starts) or "synthesized" (last chunk produced).
+        self.trace: Callable[[str, Hashable, int], None] | None = None
 
     # -- text -----------------------------------------------------------------------------------
 
@@ -204,6 +206,8 @@ class StreamingEngine:
         loop = asyncio.get_running_loop()
         try:
             job.grant = await self.scheduler.acquire(key)
+            if self.trace is not None:
+                self.trace("granted", key, job.index)
             t0 = time.perf_counter()
             deadline = loop.time() + self.settings.segment_timeout_s
             produced = 0
@@ -211,6 +215,8 @@ class StreamingEngine:
                 produced = await self._run_async(job, voice, deadline)
             else:
                 produced = await self._run_blocking(job, voice, deadline)
+            if self.trace is not None:
+                self.trace("synthesized", key, job.index)
             self.counters.segments_done += 1
             self.counters.synthesis_seconds += time.perf_counter() - t0
             self.counters.audio_seconds += produced / self.info.sample_rate
@@ -245,7 +251,7 @@ class StreamingEngine:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise self._timeout()
-            cf = self._executor.submit(step)
+            cf = self._pool.submit(step)
             job.inflight = cf
             try:
                 item = await asyncio.wait_for(asyncio.wrap_future(cf), remaining)
@@ -305,7 +311,7 @@ class StreamingEngine:
 
             cf.add_done_callback(done)
 
-        if self.counters.abandoned_now < self.max_abandoned:
+        if self.counters.abandoned_now < self.max_abandoned and self._pool.retire(cf):
             self.counters.abandoned_now += 1
             later(self._unabandon)
             grant.release()
@@ -330,8 +336,7 @@ class StreamingEngine:
                 pass
             warm()
 
-        loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._executor, one) for _ in range(n)))
+        await asyncio.gather(*(asyncio.wrap_future(self._pool.submit(one)) for _ in range(n)))
 
     async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:
         """The whole utterance at 48 kHz stereo (for the CLI and tests)."""
@@ -344,7 +349,7 @@ class StreamingEngine:
         if self._closed:
             return
         self._closed = True
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         if self._async:
             await self.backend.aclose()  # type: ignore[union-attr]
         else:

@@ -1,0 +1,205 @@
+"""`python -m engine bench`: the engine against raw Piper, as ratios measured in one run (noisy machines)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from dataclasses import dataclass, replace
+
+from engine.base import Voice
+from engine.piper import PiperBackend, bundled_model_path
+from engine.settings import EngineSettings, PiperSettings
+from engine.streaming import StreamingEngine
+
+ONE_SENTENCE = "The weather this morning was bright and clear, with a gentle breeze coming in from the west."
+THIRTY_WORDS = (
+    "When the old lighthouse keeper finally climbed the narrow stairs that evening he found the great lamp "
+    "dark and cold and a small gray bird sleeping quietly beside the brass rail. "
+    "He did not wake it."
+)
+PARAGRAPH = (
+    "Our town library opened a new reading room last spring, and it has been busy ever since. "
+    "Children come after school to read comics and picture books, while older students use the long "
+    "tables to study for their exams. On weekends the room hosts talks about local history, gardening "
+    "and the stars. The librarians say that more people borrow books now than at any time in the past "
+    "ten years. "
+)
+LONG_TEXT = (
+    "Good evening everyone, and thank you for joining the call tonight. " + PARAGRAPH * 4
+)[:1500]
+OVERHEAD_TEXTS = (
+    ONE_SENTENCE,
+    PARAGRAPH,
+    "Please remember to bring your notes to the meeting. We will start at nine, finish by noon, and have lunch together.",
+)
+
+
+@dataclass
+class Metric:
+    name: str
+    value: float
+    goal: str
+    ok: bool
+    note: str = ""
+
+    def line(self) -> str:
+        note = f"  [{self.note}]" if self.note else ""
+        return f"{self.name}: {self.value:.3f} (goal {self.goal}) {'OK' if self.ok else 'MISSED'}{note}"
+
+
+def _settings(workers: int, model: str = "") -> EngineSettings:
+    return EngineSettings(
+        workers=workers, max_concurrency=workers, per_key_limit=1, max_text_chars=5000, piper=PiperSettings(model=model)
+    )
+
+
+async def _engine(workers: int, model: str, intra_op: int | None = None) -> StreamingEngine:
+    backend = PiperBackend(PiperSettings(model=model), workers=workers)
+    if intra_op is not None:
+        backend.intra_op_threads = intra_op
+    engine = StreamingEngine(backend, _settings(workers, model))
+    await engine.warm_up()
+    return engine
+
+
+async def _stream_times(engine: StreamingEngine, text: str, key: object = "bench") -> tuple[float, float, float]:
+    """(time to first chunk, time to last chunk, audio seconds)."""
+    t0 = time.perf_counter()
+    first = None
+    audio = 0.0
+    async for chunk in engine.stream(text, Voice(), key=key):
+        if first is None:
+            first = time.perf_counter() - t0
+        audio += chunk.duration
+    return first or 0.0, time.perf_counter() - t0, audio
+
+
+def _raw_times(raw: object, text: str) -> tuple[float, float]:
+    """Raw PiperVoice.synthesize: (time to first chunk, time to last chunk)."""
+    t0 = time.perf_counter()
+    first = None
+    for _ in raw.synthesize(text):  # type: ignore[attr-defined]
+        if first is None:
+            first = time.perf_counter() - t0
+    return first or 0.0, time.perf_counter() - t0
+
+
+async def bench_latency(model: str, rounds: int) -> list[Metric]:
+    from piper import PiperVoice
+
+    raw = PiperVoice.load(model or bundled_model_path())
+    _raw_times(raw, "Warm up.")
+    engine = await _engine(1, model)
+    try:
+        raw_total = eng_total = 0.0
+        for _ in range(rounds):  # alternate so drifting load hits both sides alike
+            for text in OVERHEAD_TEXTS:
+                raw_total += _raw_times(raw, text)[1]
+                eng_total += (await _stream_times(engine, text))[1]
+        overhead = eng_total / raw_total
+
+        long_ttfa, short_ttfa, eng30, raw30 = [], [], [], []
+        for _ in range(rounds):
+            long_ttfa.append((await _stream_times(engine, LONG_TEXT))[0])
+            short_ttfa.append((await _stream_times(engine, ONE_SENTENCE))[0])
+            eng30.append((await _stream_times(engine, THIRTY_WORDS))[0])
+            raw30.append(_raw_times(raw, THIRTY_WORDS)[0])
+        long_vs_short = statistics.median(long_ttfa) / statistics.median(short_ttfa)
+        vs_raw = statistics.median(eng30) / statistics.median(raw30)
+    finally:
+        await engine.close()
+    return [
+        Metric("overhead", overhead, "<= 1.10", overhead <= 1.10, f"engine {eng_total:.2f} s vs raw Piper {raw_total:.2f} s"),
+        Metric(
+            "ttfa_long_vs_short", long_vs_short, "<= 1.2", long_vs_short <= 1.2,
+            f"1500 chars {statistics.median(long_ttfa) * 1000:.0f} ms vs one sentence {statistics.median(short_ttfa) * 1000:.0f} ms",
+        ),
+        Metric(
+            "ttfa_vs_raw_first_chunk", vs_raw, "<= 0.6", vs_raw <= 0.6,
+            f"engine {statistics.median(eng30) * 1000:.0f} ms vs raw Piper {statistics.median(raw30) * 1000:.0f} ms, 30-word first sentence",
+        ),
+    ]
+
+
+async def _throughput(engine: StreamingEngine, n: int) -> float:
+    """Audio seconds per wall second for n utterances from n keys at once."""
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(_stream_times(engine, PARAGRAPH, key=i) for i in range(n)))
+    return sum(r[2] for r in results) / (time.perf_counter() - t0)
+
+
+async def bench_scaling(model: str, utterances: int) -> list[Metric]:
+    cpus = os.cpu_count() or 1
+    rates: dict[str, float] = {}
+    configs: list[tuple[str, int, int | None]] = [("1w", 1, None), ("2w", 2, None), ("1w1t", 1, 1)]
+    for label, workers, intra in configs:
+        engine = await _engine(workers, model, intra)
+        try:
+            rates[label] = await _throughput(engine, utterances)
+        finally:
+            await engine.close()
+    ratio = rates["2w"] / rates["1w"]
+    per_thread = rates["2w"] / rates["1w1t"]
+    return [
+        Metric(
+            "scaling_2_vs_1_workers", ratio, ">= 1.7", ratio >= 1.7,
+            f"{rates['2w']:.2f} vs {rates['1w']:.2f} audio s/s; as configured: intra-op threads = {cpus}//workers",
+        ),
+        Metric(
+            "scaling_2_vs_1_single_thread_workers", per_thread, ">= 1.7", per_thread >= 1.7,
+            f"2 workers x {max(1, cpus // 2)} thread vs 1 worker x 1 thread ({rates['1w1t']:.2f} audio s/s)",
+        ),
+    ]
+
+
+async def bench_fairness(model: str, keys: int = 8, per_key: int = 5) -> list[Metric]:
+    engine = await _engine(2, model)
+    events: list[tuple[float, str, object, int]] = []
+    engine.trace = lambda event, key, index: events.append((time.perf_counter(), event, key, index))
+    sentence = "This is one short sentence."
+    text = " ".join([sentence] * per_key)  # five sentences; the segmenter is told to keep them apart
+    engine.settings = replace(engine.settings, first_segment_chars=len(sentence), max_segment_chars=len(sentence))
+    try:
+        segs = engine.segments(text)
+        assert len(segs) == per_key, segs
+        await asyncio.gather(*(_stream_times(engine, text, key=k) for k in range(keys)))
+    finally:
+        await engine.close()
+    first_done = max(t for t, e, _, i in events if e == "synthesized" and i == 0)
+    third_start = min(t for t, e, _, i in events if e == "granted" and i == 2)
+    margin = third_start - first_done
+    return [
+        Metric(
+            "fairness_first_before_third", margin * 1000, ">= 0 ms", margin >= 0,
+            f"last first-segment end to first third-segment start, {keys} keys x {per_key} segments",
+        )
+    ]
+
+
+
+async def run_all(model: str, rounds: int, utterances: int, only: list[str] | None) -> list[Metric]:
+    metrics: list[Metric] = []
+    if not only or "latency" in only:
+        metrics += await bench_latency(model, rounds)
+    if not only or "scaling" in only:
+        metrics += await bench_scaling(model, utterances)
+    if not only or "fairness" in only:
+        metrics += await bench_fairness(model)
+    return metrics
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled one)")
+    p.add_argument("--rounds", type=int, default=3, help="repetitions of each latency measurement")
+    p.add_argument("--utterances", type=int, default=4, help="concurrent utterances in the scaling runs")
+    p.add_argument("--only", action="append", choices=("latency", "scaling", "fairness"), help="run only these")
+
+
+def run(args: argparse.Namespace) -> int:
+    metrics = asyncio.run(run_all(args.model, args.rounds, args.utterances, args.only))
+    for m in metrics:
+        print(m.line(), flush=True)
+    return 0
