@@ -75,7 +75,7 @@ class Sandbox:
 
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self.gateway.handle)
-        app.router.add_get("/attachments/{aid}/{filename}", lambda r: serve_attachment(self, r))
+        app.router.add_get("/attachments/{aid}/{filename}", self._serve_attachment)
         app.router.add_route("*", "/api/v10/{tail:.*}", self.rest.handle)
         port = await self._serve(app, None)
         self.http_url = f"http://127.0.0.1:{port}"
@@ -87,6 +87,9 @@ class Sandbox:
         vport = await self._serve(vapp, server_ctx)
         self.voice_endpoint = f"127.0.0.1:{vport}"
         await self.voice.start_udp()
+
+    async def _serve_attachment(self, request: web.Request) -> web.StreamResponse:
+        return await serve_attachment(self, request)
 
     async def _serve(self, app: web.Application, ssl_ctx: Optional[ssl.SSLContext]) -> int:
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0, access_log=None)

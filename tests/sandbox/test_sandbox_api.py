@@ -93,3 +93,32 @@ async def test_shards_route_guilds():
             assert (await it.wait_response(5)).content == "pong"
         finally:
             await stop_bot(bot, task)
+
+
+async def test_message_edit_delete_webhook_and_bot_authors(sb, demo, bot):
+    deleted, edited = asyncio.Event(), asyncio.Event()
+
+    async def on_delete(m):
+        deleted.set()
+
+    async def on_edit(before, after):
+        if after.content == "edited":
+            edited.set()
+    bot.add_listener(on_delete, "on_message_delete")
+    bot.add_listener(on_edit, "on_message_edit")
+    msg = await sb.post(demo.alice, demo.general, "original")
+    await asyncio.wait_for(bot.message_event.wait(), 5)
+    await sb.edit_message(msg, "edited")
+    await asyncio.wait_for(edited.wait(), 5)
+    sb.delete_message(msg)
+    await asyncio.wait_for(deleted.wait(), 5)
+    other_bot = sb.user("otherbot", bot=True)
+    await sb.post(other_bot, demo.general, "beep")
+    await sb.post(demo.alice, demo.general, "via hook", webhook=True)
+    for _ in range(100):
+        if len(bot.seen_messages) >= 3:
+            break
+        await asyncio.sleep(0.05)
+    beep, hook = bot.seen_messages[1:3]
+    assert beep.author.bot and beep.content == "beep"
+    assert hook.webhook_id is not None and hook.content == "via hook"
