@@ -5,7 +5,7 @@ import asyncio
 import json
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from aiohttp import WSMsgType, web
