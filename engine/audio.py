@@ -17,7 +17,7 @@ class LoudnessNormalizer:
 
     Each chunk's target gain brings its RMS (of the louder half of its 20 ms blocks, so pauses don't
     count) to `target_dbfs`, bounded so the chunk's peak stays under the ceiling. The gain moves
-    linearly from the previous chunk's gain to the new one across the chunk.
+    linearly from the previous chunk's gain to the new one: down within 10 ms, up across the chunk.
     """
 
     def __init__(self, target_dbfs: float | None) -> None:
@@ -51,8 +51,15 @@ class LoudnessNormalizer:
         self._gain = new
         if old == new:
             return x * np.float32(new)
-        ramp = np.linspace(old, new, num=len(x), dtype=np.float32)
-        return x * ramp
+        # Louder gain -> softer: ramp down within 10 ms, and start no higher than keeps that stretch
+        # under the ceiling. Softer -> louder: ramp up slowly, across the whole chunk.
+        n = min(len(x), max(1, rate // 100)) if new < old else len(x)
+        head_peak = float(np.max(np.abs(x[:n])))
+        if head_peak > 0:
+            old = min(old, _PEAK_CEILING / head_peak)
+        gain = np.full(len(x), new, dtype=np.float32)
+        gain[:n] = np.linspace(old, new, num=n, dtype=np.float32)
+        return x * gain
 
 
 class FrameConverter:

@@ -1,0 +1,14 @@
+"""Shared fixtures: the real Piper backend (bundled voice), loaded once for the test session."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.piper import PiperBackend
+
+
+@pytest.fixture(scope="session")
+def piper_backend() -> PiperBackend:
+    backend = PiperBackend(workers=1)
+    backend.warm_up()
+    return backend

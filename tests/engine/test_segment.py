@@ -1,0 +1,95 @@
+"""Segmentation and text cleaning: properties over arbitrary text, and the hostile cases by name."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.segment import MAX_COMBINING_RUN, clean_text, split_segments
+
+_WS = re.compile(r"\s+")
+
+
+def _letters(s: str) -> str:
+    return _WS.sub("", s)
+
+
+text_strategy = st.lists(
+    st.sampled_from(list("abcdefgh  ,.;:!?-—。，！？、\n") + ["word ", "Mr. ", "…", "é", "字"]),
+    max_size=600,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text_strategy, st.integers(1, 120), st.integers(1, 400))
+def test_segments_bounded_and_lossless(text: str, first: int, max_chars: int) -> None:
+    cleaned = clean_text(text)
+    segs = split_segments(cleaned, first, max_chars)
+    assert all(s and s == s.strip() for s in segs)
+    assert all(len(s) <= max_chars for s in segs)
+    if segs:
+        assert len(segs[0]) <= min(first, max_chars)
+    assert _letters("".join(segs)) == _letters(cleaned)  # nothing lost, nothing reordered
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_clean_text_of_anything_is_printable(text: str) -> None:
+    cleaned = clean_text(text)
+    assert cleaned == cleaned.strip()
+    assert "  " not in cleaned
+    assert all(ch == "\n" or ch.isprintable() for ch in cleaned)
+    for seg in split_segments(cleaned, 60, 240):
+        assert 0 < len(seg) <= 240
+
+
+def test_first_segment_is_a_short_clause() -> None:
+    text = (
+        "When the old lighthouse keeper climbed the stairs, he found the lamp dark and cold "
+        "and a small gray bird sleeping beside the rail. He did not wake it."
+    )
+    segs = split_segments(text, 60, 240)
+    assert segs[0] == "When the old lighthouse keeper climbed the stairs,"
+    assert len(segs) >= 2
+
+
+def test_text_without_punctuation_is_cut_at_spaces() -> None:
+    text = " ".join(["word"] * 500)
+    segs = split_segments(text, 60, 240)
+    assert all(len(s) <= 240 for s in segs)
+    assert all(not s.startswith("ord") for s in segs)  # never inside a word
+    assert sum(s.count("word") for s in segs) == 500
+
+
+def test_one_20000_character_token() -> None:
+    segs = split_segments("x" * 20_000, 60, 240)
+    assert "".join(segs) == "x" * 20_000
+    assert len(segs[0]) == 60 and max(len(s) for s in segs) == 240
+
+
+def test_cjk_punctuation_splits_without_spaces() -> None:
+    text = "今天天气很好，我们去公园散步吧。然后我们回家吃饭！你觉得怎么样？" * 4
+    segs = split_segments(text, 20, 40)
+    assert segs[0] == "今天天气很好，我们去公园散步吧。"
+    assert all(len(s) <= 40 for s in segs)
+    assert all(s[-1] in "。！？，" for s in segs[:-1])
+
+
+def test_later_segments_grow_and_prefer_sentence_ends() -> None:
+    sentence = "This is a sentence of about fifty characters, ok. "
+    segs = split_segments(sentence * 10, 60, 240)
+    assert all(s.endswith(".") for s in segs)
+    assert len(segs[1]) > len(segs[0])
+
+
+def test_clean_text_strips_controls_caps_zalgo_and_collapses_space() -> None:
+    assert clean_text("he\x00l\x1bl\x7fo \u200b  there\t\t!") == "hello there !"
+    zalgo = "Z" + "\u0301\u0302\u0303\u0304\u0305\u0306" * 10 + "algo"
+    cleaned = clean_text(zalgo)
+    assert unicodedata.normalize("NFD", cleaned)[0] == "Z" and cleaned.endswith("algo")
+    assert len(cleaned) <= 1 + MAX_COMBINING_RUN + 4
+    assert clean_text("one\n\n\n  two") == "one\ntwo"
+    assert clean_text("\ud800 lone surrogate") == "lone surrogate"
