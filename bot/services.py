@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from bot.speech.service import SpeechService
+
 if TYPE_CHECKING:
     from bot.app import VoiceBot
 
@@ -13,6 +15,7 @@ log = logging.getLogger(__name__)
 
 async def build_services(bot: VoiceBot) -> None:
     """Create the speech and voices services once the engine and database are ready."""
+    bot.speech = SpeechService(bot, bot.engine, bot.config.speech)
 
 
 async def stop_services(bot: VoiceBot) -> None:

@@ -1,0 +1,144 @@
+"""The bot against the local Discord stand-in: used by `run_bot.py --sandbox`, the e2e tests and benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import sys
+import time
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningBot:
+    bot: object
+    task: asyncio.Task
+
+    async def stop(self) -> None:
+        try:
+            await asyncio.wait_for(self.bot.close(), 15)
+        finally:
+            try:
+                await asyncio.wait_for(self.task, 15)
+            except (asyncio.CancelledError, Exception):
+                log.debug("bot task ended with an error", exc_info=True)
+
+
+def sandbox_settings(settings: Settings, sb, **discord_overrides) -> Settings:
+    """Settings for a bot talking to the sandbox: its token, quick readiness."""
+    d = dataclasses.replace(settings.discord, token=sb.token, guild_ready_timeout=0.2, **discord_overrides)
+    return dataclasses.replace(settings, discord=d)
+
+
+async def start_bot(sb, settings: Settings, *, engine=None, ready_timeout: float = 60.0) -> RunningBot:
+    """Upgrade the database, build the engine (unless given) and start the VoiceBot against `sb`."""
+    from sandbox import point_discord_at
+
+    from bot.app import VoiceBot
+    from bot.storage.database import Database, upgrade
+    from engine.factory import build_engine
+
+    make_connector = point_discord_at(sb)
+    await upgrade(settings.database_url)
+    if engine is None:
+        engine = build_engine(settings.engine)
+        warm = getattr(engine, "warm_up", None)
+        if warm is not None:
+            await warm()
+    bot = VoiceBot(settings, database=Database(settings.database_url), engine=engine, connector=make_connector())
+    task = asyncio.create_task(bot.start(settings.discord.token), name="voicebot")
+    ready = asyncio.create_task(bot.wait_until_ready())
+    done, _ = await asyncio.wait({task, ready}, timeout=ready_timeout, return_when=asyncio.FIRST_COMPLETED)
+    if ready not in done:
+        ready.cancel()
+        if task in done:
+            task.result()  # raises the bot's start error
+        await RunningBot(bot, task).stop()
+        raise TimeoutError("the bot did not become ready against the sandbox")
+    return RunningBot(bot, task)
+
+
+def write_wav(path: Path, pcm: bytes, rate: int = 48_000, channels: int = 2) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm)
+
+
+async def _speak_once(sb, demo, text: str, out: Path) -> float | None:
+    """Send /say as the demo user, wait until the channel is quiet, write what it heard; return TTFA."""
+    capture = sb.capture(demo.guild)
+    capture.clear()
+    sent = time.monotonic()
+    from sandbox.interactions import CommandNotSynced
+
+    try:
+        interaction = await sb.slash(demo.alice, demo.general, "say", text=text)
+    except CommandNotSynced:
+        print("error: /say is not available: the speech plugin did not load (see the log above)", file=sys.stderr)
+        return None
+    answer = await interaction.wait_text(timeout=30)
+    try:
+        await capture.wait_for_audio(0.02, timeout=60)
+    except (asyncio.TimeoutError, TimeoutError):
+        print(f"bot: {answer}\nno audio arrived", file=sys.stderr)
+        return None
+    await capture.wait_until_silent(0.6, timeout=600)
+    write_wav(out, capture.pcm())
+    return capture.first_packet_at - sent
+
+
+async def _demo(settings: Settings, say: str | None, out: str | None) -> int:
+    from sandbox import Sandbox
+    from sandbox.demo import create_demo
+
+    if "speech" not in settings.plugins.enabled:
+        print("error: the speech plugin is not enabled in [plugins] enabled", file=sys.stderr)
+        return 2
+    async with Sandbox() as sb:
+        demo = await create_demo(sb)
+        running = await start_bot(sb, sandbox_settings(settings, sb))
+        try:
+            texts = [say] if say is not None else None
+            n = 0
+            while True:
+                if texts is None:
+                    try:
+                        line = await asyncio.to_thread(input, "say> ")
+                    except EOFError:
+                        break
+                    if not line.strip():
+                        continue
+                    text = line
+                else:
+                    if not texts:
+                        break
+                    text = texts.pop(0)
+                n += 1
+                path = Path(out) if out and say is not None else settings.resolve(f"data/sandbox-{n}.wav")
+                ttfa = await _speak_once(sb, demo, text, path)
+                if ttfa is None:
+                    return 1
+                print(f"wrote {path} (time to first audio {ttfa * 1000:.0f} ms)")
+        finally:
+            await running.stop()
+    return 0
+
+
+def run_demo(settings: Settings, *, say: str | None = None, out: str | None = None) -> int:
+    """`run_bot.py --sandbox`: a demo guild, the bot connected to it, speech written to WAV files."""
+    dbfile = dataclasses.replace(settings.database, path=settings.database.path.replace(".db", "-sandbox.db"))
+    settings = dataclasses.replace(settings, database=dbfile)
+    try:
+        return asyncio.run(_demo(settings, say, out))
+    except KeyboardInterrupt:
+        return 0

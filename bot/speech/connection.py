@@ -1,0 +1,105 @@
+"""A guild's voice connection (the call): join with permission checks, move, leave, reconnect when dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import discord
+
+from bot.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def check_can_join(channel: discord.VoiceChannel | discord.StageChannel) -> None:
+    """Raise a UserError naming what is missing when the bot cannot connect to or speak in `channel`."""
+    me = channel.guild.me
+    perms = channel.permissions_for(me)
+    if not perms.connect:
+        raise UserError(f"I don't have permission to connect to {channel.mention}. Ask an admin to allow Connect.")
+    if not perms.speak:
+        raise UserError(f"I don't have permission to speak in {channel.mention}. Ask an admin to allow Speak.")
+    limit = getattr(channel, "user_limit", 0)
+    if limit and len(channel.members) >= limit and me not in channel.members and not perms.move_members:
+        raise UserError(f"{channel.mention} is full.")
+
+
+class VoiceConnection:
+    """Owns which channel the bot should be in for one guild and gets it there."""
+
+    def __init__(self, client: discord.Client, guild_id: int, *, timeout: float = 20.0) -> None:
+        self.client = client
+        self.guild_id = guild_id
+        self.timeout = timeout
+        self.channel_id: int | None = None  # where we want to be; None after leave()
+        self._lock = asyncio.Lock()
+
+    @property
+    def guild(self) -> discord.Guild | None:
+        return self.client.get_guild(self.guild_id)
+
+    @property
+    def voice_client(self) -> discord.VoiceClient | None:
+        guild = self.guild
+        vc = guild.voice_client if guild else None
+        return vc if isinstance(vc, discord.VoiceClient) else None
+
+    def is_connected(self) -> bool:
+        vc = self.voice_client
+        return vc is not None and vc.is_connected()
+
+    @property
+    def channel(self) -> discord.abc.GuildChannel | None:
+        vc = self.voice_client
+        return vc.channel if vc is not None else None
+
+    async def join(self, channel: discord.VoiceChannel | discord.StageChannel) -> discord.VoiceClient:
+        check_can_join(channel)
+        async with self._lock:
+            self.channel_id = channel.id
+            vc = self.voice_client
+            if vc is not None and vc.is_connected():
+                if vc.channel.id != channel.id:
+                    await vc.move_to(channel, timeout=self.timeout)
+                return vc
+            if vc is not None:
+                await vc.disconnect(force=True)
+            try:
+                return await channel.connect(timeout=self.timeout, self_deaf=True, reconnect=True)
+            except asyncio.TimeoutError:
+                raise UserError(f"I could not connect to {channel.mention} in time. Try again.") from None
+            except discord.ClientException as exc:
+                raise UserError(f"I could not connect to {channel.mention}: {exc}") from None
+
+    async def ensure(self) -> discord.VoiceClient | None:
+        """The connected voice client, reconnecting to the wanted channel if the connection dropped."""
+        vc = self.voice_client
+        if vc is not None and vc.is_connected():
+            return vc
+        if self.channel_id is None or self.guild is None:
+            return None
+        channel = self.guild.get_channel(self.channel_id)
+        if not isinstance(channel, (discord.VoiceChannel, discord.StageChannel)):
+            return None
+        if vc is not None:  # discord.py may still be reconnecting by itself
+            deadline = asyncio.get_running_loop().time() + 5.0
+            while asyncio.get_running_loop().time() < deadline and self.voice_client is vc:
+                if vc.is_connected():
+                    return vc
+                await asyncio.sleep(0.1)
+        try:
+            log.info("guild %s: reconnecting to voice channel %s", self.guild_id, channel.id)
+            return await self.join(channel)
+        except UserError as exc:
+            log.warning("guild %s: reconnect failed: %s", self.guild_id, exc)
+            return None
+
+    async def leave(self) -> bool:
+        async with self._lock:
+            self.channel_id = None
+            vc = self.voice_client
+            if vc is None:
+                return False
+            await vc.disconnect(force=True)
+            return True

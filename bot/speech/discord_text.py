@@ -1,0 +1,51 @@
+"""Builds speakable text from Discord content: looks up the names of mentioned users, roles and channels."""
+
+from __future__ import annotations
+
+import re
+
+import discord
+
+from bot.speech.text import Mentions, TextOptions, speakable
+
+_USER = re.compile(r"<@!?(\d{1,20})>")
+_ROLE = re.compile(r"<@&(\d{1,20})>")
+_CHANNEL = re.compile(r"<#(\d{1,20})>")
+MAX_LOOKUPS = 50  # a mention flood is not looked up beyond this
+
+
+def _ids(pattern: re.Pattern[str], content: str) -> list[int]:
+    out: list[int] = []
+    for match in pattern.finditer(content):
+        value = int(match.group(1))
+        if value not in out:
+            out.append(value)
+        if len(out) >= MAX_LOOKUPS:
+            break
+    return out
+
+
+def mentions_in(content: str, guild: discord.Guild | None, extra_users: dict[int, str] | None = None) -> Mentions:
+    """Names for the mentions in `content`, from the guild's cache (unknown ones read generically)."""
+    users: dict[int, str] = dict(extra_users or {})
+    roles: dict[int, str] = {}
+    channels: dict[int, str] = {}
+    if guild is not None:
+        for uid in _ids(_USER, content):
+            member = guild.get_member(uid)
+            if member is not None and uid not in users:
+                users[uid] = member.display_name
+        for rid in _ids(_ROLE, content):
+            role = guild.get_role(rid)
+            if role is not None:
+                roles[rid] = role.name
+        for cid in _ids(_CHANNEL, content):
+            channel = guild.get_channel_or_thread(cid)
+            if channel is not None:
+                channels[cid] = channel.name
+    return Mentions(users=users, roles=roles, channels=channels)
+
+
+def speakable_content(content: str, guild: discord.Guild | None, options: TextOptions,
+                      extra_users: dict[int, str] | None = None) -> str:
+    return speakable(content, mentions_in(content, guild, extra_users), options)

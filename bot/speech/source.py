@@ -1,0 +1,166 @@
+"""StreamingSource: a discord.AudioSource fed 20 ms PCM frames by the engine through a bounded buffer."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+
+import discord
+
+from engine.base import FRAME_BYTES, AudioChunk
+
+log = logging.getLogger(__name__)
+SILENCE = b"\x00" * FRAME_BYTES
+
+
+class StreamingSource(discord.AudioSource):
+    """Frames in from an async producer on the loop, out to discord.py's player thread.
+
+    `read()` never blocks: it returns the next frame, a silence frame (counted as an underrun) when
+    the buffer is empty mid-utterance, or b"" once the producer has finished and the buffer is drained.
+    """
+
+    def __init__(self, max_frames: int = 1500) -> None:
+        self.max_frames = max(2, max_frames)
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._lock = threading.Lock()
+        self._finished = False  # the producer will add nothing more
+        self._closed = False  # cleanup ran: drop everything
+        self.error: BaseException | None = None
+        self.underruns = 0
+        self.frames_read = 0
+        self.frames_written = 0
+        self.first_frame_ready: asyncio.Event = asyncio.Event()
+        self.first_read_at: float | None = None  # monotonic time of the first real frame handed to the player
+        self._space: asyncio.Event = asyncio.Event()
+        self._space.set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._partial = b""
+
+    # -- producer side (event loop) -------------------------------------------------------------
+    def start(self, chunks: AsyncIterator[AudioChunk], *, on_done: Callable[[StreamingSource], None] | None = None) -> asyncio.Task:
+        """Begin filling the buffer from `chunks` in a task on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._produce(chunks, on_done))
+        return self._task
+
+    async def _produce(self, chunks: AsyncIterator[AudioChunk], on_done) -> None:
+        try:
+            async for chunk in chunks:
+                await self._push(chunk.pcm)
+                if self._closed:
+                    break
+        except asyncio.CancelledError:
+            self.error = self.error or asyncio.CancelledError()
+        except Exception as exc:  # reported to the speaker, never raised in the player thread
+            self.error = exc
+        finally:
+            closer = getattr(chunks, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception:
+                    log.debug("closing the engine stream failed", exc_info=True)
+            self._finish()
+            if on_done is not None:
+                on_done(self)
+
+    async def _push(self, pcm: bytes) -> None:
+        data = self._partial + pcm
+        whole = len(data) - len(data) % FRAME_BYTES
+        self._partial = data[whole:]
+        for offset in range(0, whole, FRAME_BYTES):
+            while not self._closed:
+                with self._lock:
+                    if len(self._frames) < self.max_frames:
+                        self._frames.append(data[offset:offset + FRAME_BYTES])
+                        self.frames_written += 1
+                        break
+                    self._space.clear()
+                await self._space.wait()
+            if self._closed:
+                return
+            if not self.first_frame_ready.is_set():
+                self.first_frame_ready.set()
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._partial and not self._closed:
+                self._frames.append(self._partial.ljust(FRAME_BYTES, b"\x00"))
+                self.frames_written += 1
+            self._partial = b""
+            self._finished = True
+        self.first_frame_ready.set()  # wake a waiter even when nothing came
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def buffered_frames(self) -> int:
+        return len(self._frames)
+
+    @property
+    def producer(self) -> asyncio.Task | None:
+        return self._task
+
+    # -- consumer side (player thread) ----------------------------------------------------------
+    def read(self) -> bytes:
+        if self._closed:
+            return b""
+        with self._lock:
+            if self._frames:
+                frame = self._frames.popleft()
+                wake = len(self._frames) == self.max_frames - 1
+            elif self._finished:
+                return b""
+            else:
+                frame, wake = None, False
+        if frame is None:
+            self.underruns += 1
+            return SILENCE
+        if self.first_read_at is None:
+            self.first_read_at = time.monotonic()
+        self.frames_read += 1
+        if wake and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._space.set)
+        return frame
+
+    def is_opus(self) -> bool:
+        return False
+
+    def cleanup(self) -> None:
+        """Called by discord.py when playback ends or is stopped: free the buffer, stop the producer."""
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._frames.clear()
+        loop, task = self._loop, self._task
+        if loop is not None and not loop.is_closed():
+            def _stop() -> None:
+                self._space.set()
+                if task is not None and not task.done():
+                    task.cancel()
+            try:
+                if _on_loop(loop):
+                    _stop()
+                else:
+                    loop.call_soon_threadsafe(_stop)
+            except RuntimeError:
+                pass  # the loop closed meanwhile
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

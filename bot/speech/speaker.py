@@ -1,0 +1,312 @@
+"""GuildSpeaker: one guild's bounded queue; one utterance plays while the next is synthesized ahead."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.errors import UserError
+from bot.speech.connection import VoiceConnection
+from bot.speech.source import StreamingSource
+from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
+
+log = logging.getLogger(__name__)
+FIRST_AUDIO_TIMEOUT_S = 60.0
+
+
+class Outcome(enum.Enum):
+    PLAYED = "played"
+    SKIPPED = "skipped"  # by /skip or /stop while playing
+    REMOVED = "removed"  # taken out of the queue (/stop, message deleted)
+    FAILED = "failed"  # synthesis or playback failed; the author was told
+
+
+class QueueFull(UserError):
+    """The guild's queue is at its bound."""
+
+
+Notify = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class Request:
+    """Something to say in a guild, with the voice already resolved."""
+
+    text: str
+    voice: Voice = field(default_factory=Voice)
+    author_id: int | None = None
+    channel_id: int | None = None  # where it came from
+    message_id: int | None = None  # readout: lets a deleted message leave the queue
+    kind: str = "say"  # say | readout | preview
+    notify: Notify | None = None  # tells the author when their request fails
+    label: str = ""  # short text for /queue
+    created_at: float = field(default_factory=time.monotonic)
+    request_id: str = field(default_factory=lambda: secrets.token_hex(4))
+
+
+@dataclass
+class Utterance:
+    request: Request
+    source: StreamingSource | None = None
+    done: asyncio.Future | None = None
+    skipped: bool = False
+    error: str = ""
+    ttfa: float | None = None
+    synth_started: float | None = None
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.done.result() if self.done is not None and self.done.done() else None
+
+
+def _finish(utt: Utterance, outcome: Outcome) -> None:
+    if utt.done is not None and not utt.done.done():
+        utt.done.set_result(outcome)
+
+
+class GuildSpeaker:
+    """Plays one guild's utterances in order through its VoiceConnection."""
+
+    def __init__(
+        self,
+        guild_id: int,
+        engine,
+        connection: VoiceConnection,
+        *,
+        queue_max: int = 20,
+        per_guild: int = 1,
+        lookahead: int = 1,
+        buffer_frames: int = 1500,
+        idle_leave_s: float = 0.0,
+        on_utterance: Callable[[Utterance, Outcome], None] | None = None,
+    ) -> None:
+        self.guild_id = guild_id
+        self.engine = engine
+        self.connection = connection
+        self.queue_max = queue_max
+        self.lookahead = lookahead
+        self.buffer_frames = buffer_frames
+        self.idle_leave_s = idle_leave_s
+        self.on_utterance = on_utterance
+        self._synth_slots = asyncio.Semaphore(max(1, per_guild))
+        self._queue: collections.deque[Utterance] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self.current: Utterance | None = None
+        self._playing_done: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._closed = False
+        self.underruns = 0
+        self.played = 0
+
+    # -- public API ----------------------------------------------------------------------------
+    def enqueue(self, request: Request, *, limit: int | None = None) -> Utterance:
+        """Queue a request; raises QueueFull when the bound (this speaker's or `limit`) is reached."""
+        bound = min(self.queue_max, limit) if limit else self.queue_max
+        if len(self._queue) >= bound:
+            raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
+        utt = Utterance(request, done=asyncio.get_running_loop().create_future())
+        self._queue.append(utt)
+        self._ensure_running()
+        self._start_ahead()
+        self._wakeup.set()
+        return utt
+
+    def pending(self) -> list[Utterance]:
+        return list(self._queue)
+
+    def position(self, utt: Utterance) -> int:
+        """0 while playing, 1.. while waiting, -1 when gone."""
+        if utt is self.current:
+            return 0
+        try:
+            return self._queue.index(utt) + 1
+        except ValueError:
+            return -1
+
+    def skip(self) -> bool:
+        """Stop the current utterance at once and cancel its synthesis."""
+        utt = self.current
+        if utt is None:
+            return False
+        utt.skipped = True
+        vc = self.connection.voice_client
+        if vc is not None and (vc.is_playing() or vc.is_paused()):
+            vc.stop()
+        if utt.source is not None:
+            utt.source.close()
+        if self._playing_done is not None:
+            self._playing_done.set()
+        return True
+
+    def stop(self) -> int:
+        """Clear the queue and skip the current utterance; returns how many were removed."""
+        removed = 0
+        while self._queue:
+            self._drop(self._queue.popleft())
+            removed += 1
+        self.skip()
+        return removed
+
+    def remove_message(self, message_id: int) -> bool:
+        """Take a queued (not yet playing) utterance of this message out of the queue."""
+        for utt in list(self._queue):
+            if utt.request.message_id == message_id:
+                self._queue.remove(utt)
+                self._drop(utt)
+                return True
+        return False
+
+    async def close(self) -> None:
+        self._closed = True
+        self.stop()
+        self._wakeup.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    @property
+    def idle(self) -> bool:
+        return self.current is None and not self._queue
+
+    # -- internals -----------------------------------------------------------------------------
+    def _drop(self, utt: Utterance) -> None:
+        if utt.source is not None:
+            utt.source.close()
+        _finish(utt, Outcome.REMOVED)
+
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"speaker-{self.guild_id}")
+
+    def _start_ahead(self) -> None:
+        """Start synthesis for the current utterance and the next `lookahead` queued ones."""
+        ahead = [self.current] if self.current is not None else []
+        ahead += list(self._queue)[: self.lookahead]
+        for utt in ahead:
+            if utt.source is None:
+                self._start_synthesis(utt)
+
+    def _start_synthesis(self, utt: Utterance) -> None:
+        utt.source = StreamingSource(self.buffer_frames)
+        utt.source.start(self._synthesize(utt))
+
+    async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
+        async with self._synth_slots:
+            utt.synth_started = time.monotonic()
+            stream = self.engine.stream(utt.request.text, utt.request.voice, key=self.guild_id)
+            try:
+                async for chunk in stream:
+                    yield chunk
+            finally:
+                await stream.aclose()
+
+    async def _next(self) -> Utterance | None:
+        idle_since = time.monotonic()
+        while not self._queue and not self._closed:
+            self._wakeup.clear()
+            timeout = None
+            if self.idle_leave_s > 0 and self.connection.is_connected():
+                timeout = max(0.0, self.idle_leave_s - (time.monotonic() - idle_since))
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                log.info("guild %s: idle for %.0f s, leaving voice", self.guild_id, self.idle_leave_s)
+                await self.connection.leave()
+        return self._queue.popleft() if self._queue else None
+
+    async def _run(self) -> None:
+        while not self._closed:
+            utt = await self._next()
+            if utt is None:
+                continue
+            self.current = utt
+            try:
+                self._start_ahead()
+                outcome = await self._play(utt)
+            except asyncio.CancelledError:
+                _finish(utt, Outcome.REMOVED)
+                raise
+            except Exception:
+                log.exception("guild %s: playback of request %s failed", self.guild_id, utt.request.request_id)
+                outcome = await self._fail(utt, "Something went wrong while playing that. Please try again.")
+            finally:
+                self.current = None
+            _finish(utt, outcome)
+            if self.on_utterance is not None:
+                try:
+                    self.on_utterance(utt, outcome)
+                except Exception:
+                    log.exception("utterance hook failed")
+
+    async def _fail(self, utt: Utterance, message: str) -> Outcome:
+        utt.error = message
+        if utt.request.notify is not None:
+            try:
+                await utt.request.notify(message)
+            except Exception:
+                log.warning("guild %s: could not tell the author of %s: %s", self.guild_id,
+                            utt.request.request_id, message, exc_info=True)
+        return Outcome.FAILED
+
+    def _error_text(self, utt: Utterance, exc: BaseException) -> str:
+        if isinstance(exc, EngineError):
+            return str(exc)
+        log.error("guild %s: synthesis of request %s failed", self.guild_id, utt.request.request_id,
+                  exc_info=(type(exc), exc, exc.__traceback__))
+        return f"I could not synthesize that (ref {utt.request.request_id}). Please try again."
+
+    async def _play(self, utt: Utterance) -> Outcome:
+        src = utt.source
+        assert src is not None
+        try:
+            await asyncio.wait_for(src.first_frame_ready.wait(), FIRST_AUDIO_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            src.close()
+            return await self._fail(utt, "Speech took too long to start; please try again.")
+        if utt.skipped:
+            return Outcome.SKIPPED
+        if src.frames_written == 0:
+            if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
+                return await self._fail(utt, self._error_text(utt, src.error))
+            return Outcome.PLAYED  # nothing to say (e.g. only a pause)
+        vc = await self.connection.ensure()
+        if vc is None:
+            src.close()
+            return await self._fail(utt, "I'm not in a voice channel here. Use /join first.")
+        done = asyncio.Event()
+        self._playing_done = done
+        loop = asyncio.get_running_loop()
+        try:
+            vc.play(src, after=lambda _err: loop.call_soon_threadsafe(done.set))
+        except Exception as exc:
+            src.close()
+            log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
+            return await self._fail(utt, "I could not play in the voice channel right now. Try again.")
+        await done.wait()
+        self._playing_done = None
+        if src.first_read_at is not None:
+            utt.ttfa = src.first_read_at - utt.request.created_at
+        self.underruns += src.underruns
+        if utt.skipped:
+            return Outcome.SKIPPED
+        if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
+            return await self._fail(utt, self._error_text(utt, src.error))
+        if not src.finished or src.buffered_frames:
+            src.close()
+            return await self._fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
+        self.played += 1
+        return Outcome.PLAYED
+
+
+def frames_of(seconds: float) -> int:
+    """How many 20 ms frames hold `seconds` of audio."""
+    return max(1, int(seconds * 48_000 * 4 / FRAME_BYTES))

@@ -1,0 +1,63 @@
+"""/settings (Manage Server) for the guild; /optout, /optin and /nickname for each user."""
+
+from __future__ import annotations
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot import checks, guild_options
+from bot.errors import UserError, reply
+
+
+class SettingsCog(commands.Cog):
+    def __init__(self, bot) -> None:
+        self.bot = bot
+
+    group = app_commands.Group(name="settings", description="This server's speech settings", guild_only=True)
+
+    @group.command(name="show", description="Show this server's settings")
+    async def show(self, interaction: discord.Interaction) -> None:
+        prefs = await self.bot.settings.guild(interaction.guild_id)
+        await reply(interaction, "\n".join(guild_options.describe(prefs)),
+                    allowed_mentions=discord.AllowedMentions.none())
+
+    @group.command(name="set", description="Change a setting (Manage Server)")
+    @app_commands.describe(setting="which setting", value="on/off, or a number")
+    @app_commands.choices(setting=[
+        app_commands.Choice(name=f"{n}: {o.help}"[:100], value=n) for n, o in guild_options.OPTIONS.items()
+    ])
+    @app_commands.check(checks.manage_guild)
+    async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
+        field, parsed = guild_options.parse(setting, value)
+        await self.bot.settings.update_guild(interaction.guild_id, **{field: parsed})
+        shown = ("on" if parsed else "off") if isinstance(parsed, bool) else parsed
+        await reply(interaction, f"{setting} is now {shown}.")
+
+    @group.command(name="role", description="Only read members with this role; leave empty for everyone")
+    @app_commands.check(checks.manage_guild)
+    async def role(self, interaction: discord.Interaction, role: discord.Role | None = None) -> None:
+        await self.bot.settings.update_guild(interaction.guild_id, required_role_id=role.id if role else None)
+        await reply(interaction, f"Only members with {role.mention} are read." if role else "Everyone is read.",
+                    allowed_mentions=discord.AllowedMentions.none())
+
+    @app_commands.command(name="optout", description="Never read my messages aloud, in any server")
+    async def optout(self, interaction: discord.Interaction) -> None:
+        await self.bot.settings.update_user(interaction.user.id, opted_out=True)
+        await reply(interaction, "Your messages will not be read aloud anywhere. Use /optin to undo.")
+
+    @app_commands.command(name="optin", description="Read my messages aloud again")
+    async def optin(self, interaction: discord.Interaction) -> None:
+        await self.bot.settings.update_user(interaction.user.id, opted_out=False)
+        await reply(interaction, "Your messages will be read aloud again.")
+
+    @app_commands.command(name="nickname", description='Set the name read in "NAME said" (empty: your display name)')
+    @app_commands.describe(name="up to 32 characters")
+    @app_commands.guild_only()
+    async def nickname(self, interaction: discord.Interaction, name: str | None = None) -> None:
+        clean = " ".join((name or "").split())
+        if len(clean) > 32:
+            raise UserError("A nickname can have at most 32 characters.")
+        await self.bot.settings.set_nickname(interaction.guild_id, interaction.user.id, clean or None)
+        await reply(interaction, f"I'll call you {discord.utils.escape_markdown(clean)}." if clean
+                    else "I'll use your display name.", allowed_mentions=discord.AllowedMentions.none())

@@ -1,0 +1,144 @@
+"""Thin slash-command handlers for speaking in voice channels; the work is in bot.speech."""
+
+from __future__ import annotations
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.errors import UserError, reply
+from bot.speech.discord_text import speakable_content
+from bot.speech.speaker import Request
+from bot.speech.text import TextOptions
+from engine.base import Voice
+
+Channel = discord.VoiceChannel | discord.StageChannel
+
+
+def _author_channel(interaction: discord.Interaction) -> Channel | None:
+    voice = getattr(interaction.user, "voice", None)
+    return voice.channel if voice is not None else None
+
+
+def _may_control(interaction: discord.Interaction, bot_channel) -> bool:
+    """Who may skip or stop: members in the bot's channel, or those with Manage Server / Move Members."""
+    perms = interaction.permissions
+    if perms.manage_guild or perms.move_members:
+        return True
+    mine = _author_channel(interaction)
+    return bot_channel is not None and mine is not None and mine.id == bot_channel.id
+
+
+class SpeechCog(commands.Cog):
+    def __init__(self, bot) -> None:
+        self.bot = bot
+
+    @property
+    def speech(self):
+        return self.bot.speech
+
+    async def _text_options(self, guild_id: int) -> TextOptions:
+        s = self.bot.config.speech
+        gp = await self.bot.settings.guild(guild_id)
+        return TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers,
+                           max_chars=s.max_text_chars)
+
+    async def _voice_for(self, interaction: discord.Interaction, name: str | None) -> Voice:
+        voices = getattr(self.bot, "voices", None)
+        if voices is None:
+            if name:
+                raise UserError("Custom voices are not available on this bot.")
+            return Voice()
+        return await voices.resolve(interaction.user.id, interaction.guild_id, name)
+
+    @app_commands.command(name="join", description="Join your voice channel (or the one you name)")
+    @app_commands.describe(channel="a voice channel; default: the one you are in")
+    @app_commands.guild_only()
+    async def join(self, interaction: discord.Interaction, channel: Channel | None = None) -> None:
+        target = channel or _author_channel(interaction)
+        if target is None:
+            raise UserError("Join a voice channel first, or name one: /join channel:#voice")
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        await self.speech.join(target)
+        await interaction.followup.send(f"Joined {target.mention}.", ephemeral=True)
+
+    @app_commands.command(name="leave", description="Leave the voice channel")
+    @app_commands.guild_only()
+    async def leave(self, interaction: discord.Interaction) -> None:
+        channel = self.speech.voice_channel(interaction.guild_id)
+        if channel is None:
+            raise UserError("I'm not in a voice channel here.")
+        if not _may_control(interaction, channel):
+            raise UserError(f"Join {channel.mention} to make me leave it.")
+        await interaction.response.defer(ephemeral=True)
+        await self.speech.leave(interaction.guild_id)
+        await interaction.followup.send("Left the voice channel.", ephemeral=True)
+
+    @app_commands.command(name="say", description="Say something in the voice channel")
+    @app_commands.describe(text="what to say", voice="one of your voices, or one shared with you")
+    @app_commands.guild_only()
+    async def say(self, interaction: discord.Interaction, text: str, voice: str | None = None) -> None:
+        limit = self.bot.config.speech.max_text_chars
+        if len(text) > limit:
+            raise UserError(f"That text is too long ({len(text)} characters; the limit is {limit}).")
+        guild_id = interaction.guild_id
+        spoken = speakable_content(text, interaction.guild, await self._text_options(guild_id))
+        if not spoken:
+            raise UserError("There is nothing I can say in that text.")
+        resolved = await self._voice_for(interaction, voice)
+        if not self.speech.is_connected(guild_id):
+            target = _author_channel(interaction)
+            if target is None:
+                raise UserError("Join a voice channel first (or use /join), then try again.")
+            await interaction.response.defer(ephemeral=True, thinking=True)
+            await self.speech.join(target)
+        gp = await self.bot.settings.guild(guild_id)
+
+        async def notify(message: str) -> None:
+            await reply(interaction, message)
+
+        utt = self.speech.enqueue(guild_id, Request(
+            text=spoken, voice=resolved, author_id=interaction.user.id, channel_id=interaction.channel_id,
+            kind="say", notify=notify, label=spoken[:80],
+        ), limit=gp.max_queue)
+        position = self.speech.speaker(guild_id).position(utt)
+        await reply(interaction, "Speaking." if position <= 1 else f"Queued: {position - 1} ahead of you.")
+
+    @app_commands.command(name="skip", description="Skip what is being said now")
+    @app_commands.guild_only()
+    async def skip(self, interaction: discord.Interaction) -> None:
+        if not _may_control(interaction, self.speech.voice_channel(interaction.guild_id)):
+            raise UserError("Join my voice channel to skip.")
+        skipped = self.speech.skip(interaction.guild_id)
+        await reply(interaction, "Skipped." if skipped else "Nothing is being said right now.")
+
+    @app_commands.command(name="stop", description="Stop speaking and clear the queue")
+    @app_commands.guild_only()
+    async def stop(self, interaction: discord.Interaction) -> None:
+        if not _may_control(interaction, self.speech.voice_channel(interaction.guild_id)):
+            raise UserError("Join my voice channel to stop me.")
+        removed = self.speech.stop(interaction.guild_id)
+        await reply(interaction, f"Stopped; {removed} waiting message(s) cleared.")
+
+    @app_commands.command(name="queue", description="Show what is waiting to be said")
+    @app_commands.guild_only()
+    async def queue(self, interaction: discord.Interaction) -> None:
+        current, pending = self.speech.queue(interaction.guild_id)
+        if current is None and not pending:
+            await reply(interaction, "Nothing is waiting.")
+            return
+        lines = []
+        if current is not None:
+            lines.append(f"Now: {discord.utils.escape_markdown(current.request.label or current.request.text[:80])}")
+        for i, utt in enumerate(pending[:10], 1):
+            lines.append(f"{i}. {discord.utils.escape_markdown(utt.request.label or utt.request.text[:80])}")
+        if len(pending) > 10:
+            lines.append(f"... and {len(pending) - 10} more")
+        await reply(interaction, "\n".join(lines), allowed_mentions=discord.AllowedMentions.none())
+
+    @say.autocomplete("voice")
+    async def _voice_names(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        voices = getattr(self.bot, "voices", None)
+        if voices is None:
+            return []
+        return await voices.autocomplete(interaction.user.id, interaction.guild_id, current)

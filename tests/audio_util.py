@@ -1,0 +1,81 @@
+"""Audio comparisons for tests: energy envelopes, alignment, spectral distance, utterance splitting."""
+
+from __future__ import annotations
+
+import numpy as np
+
+RATE = 48_000
+
+
+def mono(pcm: bytes, channels: int = 2) -> np.ndarray:
+    a = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+    return a.reshape(-1, channels).mean(axis=1) if channels > 1 else a
+
+
+def rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(x.astype(np.float64) ** 2))) if len(x) else 0.0
+
+
+def envelope(x: np.ndarray, hop: int = 480) -> np.ndarray:
+    """10 ms RMS envelope in dB."""
+    n = len(x) // hop
+    frames = x[: n * hop].reshape(n, hop)
+    return 20 * np.log10(np.sqrt((frames ** 2).mean(axis=1)) + 1e-5)
+
+
+def log_spectrogram(x: np.ndarray, n_fft: int = 1024, hop: int = 480) -> np.ndarray:
+    n = max(0, (len(x) - n_fft) // hop + 1)
+    if n == 0:
+        return np.zeros((0, n_fft // 2 + 1))
+    idx = np.arange(n_fft)[None, :] + hop * np.arange(n)[:, None]
+    frames = x[idx] * np.hanning(n_fft)[None, :]
+    return np.log(np.abs(np.fft.rfft(frames, axis=1)) + 1e-4)
+
+
+def band_profile(x: np.ndarray) -> np.ndarray:
+    """Mean log spectrum over voiced frames, in 40 bands: a coarse picture of the voice and the words."""
+    spec = log_spectrogram(x)
+    env = envelope(x)[: len(spec)]
+    voiced = spec[env > env.max() - 35] if len(spec) else spec
+    bands = np.array_split(voiced.mean(axis=0), 40)
+    prof = np.array([b.mean() for b in bands])
+    return prof - prof.mean()
+
+
+def envelope_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Best normalized correlation of the two envelopes over shifts of up to 0.5 s, after length matching."""
+    ea, eb = envelope(a), envelope(b)
+    n = min(len(ea), len(eb))
+    if n < 10:
+        return 0.0
+    best = -1.0
+    for shift in range(-50, 51):
+        x = ea[max(0, shift): n + min(0, shift)]
+        y = eb[max(0, -shift): n - max(0, shift)] if shift >= 0 else eb[: n + shift]
+        m = min(len(x), len(y))
+        if m < 10:
+            continue
+        c = np.corrcoef(x[:m], y[:m])[0, 1]
+        best = max(best, float(c))
+    return best
+
+
+def dominant_frequency(x: np.ndarray, rate: int = RATE) -> float:
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    return float(np.argmax(spec) * rate / len(x))
+
+
+def utterances(packets, gap_frames: int = 1) -> list[list]:
+    """Split captured packets into utterances at runs of end-of-stream silence frames."""
+    out: list[list] = []
+    cur: list = []
+    for p in packets:
+        if p.silence:
+            if cur:
+                out.append(cur)
+                cur = []
+            continue
+        cur.append(p)
+    if cur:
+        out.append(cur)
+    return out

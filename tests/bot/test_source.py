@@ -1,0 +1,102 @@
+"""StreamingSource: non-blocking reads, silence and underrun counting, back-pressure, cleanup cancels."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from bot.speech.source import SILENCE, StreamingSource
+from engine.base import FRAME_BYTES, AudioChunk
+
+
+def chunk(n_frames: int, value: int = 1) -> AudioChunk:
+    return AudioChunk(bytes([value]) * (FRAME_BYTES * n_frames), 48_000, 2)
+
+
+async def gen(chunks, delay=0.0):
+    for c in chunks:
+        if delay:
+            await asyncio.sleep(delay)
+        yield c
+
+
+async def test_frames_then_end_and_partial_frame_is_padded():
+    src = StreamingSource(max_frames=100)
+    odd = AudioChunk(b"\x02" * (FRAME_BYTES + 10), 48_000, 2)
+    src.start(gen([chunk(2), odd]))
+    await asyncio.wait_for(src.producer, 5)
+    frames = []
+    while (f := src.read()) != b"":
+        frames.append(f)
+    assert len(frames) == 4 and all(len(f) == FRAME_BYTES for f in frames)
+    assert frames[3][:10] == b"\x02" * 10 and frames[3][10:] == b"\x00" * (FRAME_BYTES - 10)
+    assert src.underruns == 0 and not src.is_opus()
+
+
+async def test_empty_buffer_mid_utterance_gives_silence_and_counts_underrun():
+    src = StreamingSource()
+    src.start(gen([chunk(1), chunk(1)], delay=0.2))
+    await asyncio.wait_for(src.first_frame_ready.wait(), 5)
+    assert src.read() != SILENCE
+    assert src.read() == SILENCE
+    assert src.underruns == 1
+    await asyncio.wait_for(src.producer, 5)
+    assert src.read() != SILENCE and src.read() == b""
+
+
+async def test_read_never_blocks_and_backpressure_bounds_memory():
+    src = StreamingSource(max_frames=10)
+    src.start(gen([chunk(5) for _ in range(20)]))
+    await asyncio.sleep(0.1)
+    assert src.buffered_frames <= 10 and not src.producer.done()
+    got = []
+
+    def player():
+        for _ in range(200):
+            t = time.perf_counter()
+            f = src.read()
+            assert time.perf_counter() - t < 0.005
+            if f == b"":
+                return
+            if f != SILENCE:
+                got.append(f)
+            time.sleep(0.001)
+
+    th = threading.Thread(target=player)
+    th.start()
+    while th.is_alive():
+        await asyncio.sleep(0.01)
+    assert len(got) == 100
+
+
+async def test_cleanup_from_player_thread_cancels_producer_and_frees_buffer():
+    closed = asyncio.Event()
+
+    async def endless():
+        try:
+            while True:
+                yield chunk(5)
+                await asyncio.sleep(0)
+        finally:
+            closed.set()
+
+    src = StreamingSource(max_frames=20)
+    src.start(endless())
+    await asyncio.sleep(0.05)
+    threading.Thread(target=src.cleanup).start()
+    await asyncio.wait_for(closed.wait(), 5)
+    await asyncio.wait_for(src.producer, 5)
+    assert src.buffered_frames == 0 and src.read() == b""
+
+
+async def test_producer_error_is_kept_not_raised():
+    async def broken():
+        yield chunk(1)
+        raise RuntimeError("engine exploded")
+
+    src = StreamingSource()
+    src.start(broken())
+    await asyncio.wait_for(src.producer, 5)
+    assert isinstance(src.error, RuntimeError)
+    assert src.read() != b"" and src.read() == b""

@@ -1,0 +1,50 @@
+"""E2E fixtures: the sandbox, a demo guild and the project's real VoiceBot connected to it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bot.config import DEFAULT_CONFIG, load_settings
+from bot.demo import sandbox_settings, start_bot
+from sandbox import Sandbox, restore_discord
+from sandbox.demo import create_demo
+
+
+def make_settings(tmp_path, **sections):
+    """The shipped defaults with a per-test SQLite file; `sections` replace fields per section."""
+    s = load_settings(DEFAULT_CONFIG, environ={})
+    s = dataclasses.replace(s, database=dataclasses.replace(s.database, path=str(tmp_path / "bot.db")))
+    for section, changes in sections.items():
+        s = dataclasses.replace(s, **{section: dataclasses.replace(getattr(s, section), **changes)})
+    return s
+
+
+@pytest.fixture
+async def sb():
+    async with Sandbox() as box:
+        yield box
+    restore_discord()
+
+
+@pytest.fixture
+async def demo(sb):
+    return await create_demo(sb)
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return make_settings(tmp_path, speech={"idle_leave_s": 0.0})
+
+
+@pytest.fixture
+async def running(sb, demo, settings):
+    r = await start_bot(sb, sandbox_settings(settings, sb))
+    yield r
+    await r.stop()
+
+
+@pytest.fixture
+def bot(running):
+    return running.bot

@@ -1,0 +1,160 @@
+"""Speech through the sandbox with the real discord.py client, real Opus and real encryption."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.audio_util import band_profile, envelope_correlation, mono, rms, utterances
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "The quick brown fox jumps over the lazy dog near the river bank."
+OTHER = "Seven silver spoons sat quietly inside a wooden drawer all winter."
+
+
+def engine_say(text: str, out: Path) -> np.ndarray:
+    subprocess.run([sys.executable, "-m", "engine", "say", text, "--out", str(out)], cwd=ROOT, check=True,
+                   capture_output=True, timeout=120)
+    with wave.open(str(out)) as w:
+        assert w.getframerate() == 48_000
+        return mono(w.readframes(w.getnframes()), w.getnchannels())
+
+
+async def say(sb, user, channel, text, **kw):
+    it = await sb.slash(user, channel, "say", text=text, **kw)
+    return it, await it.wait_text(timeout=30)
+
+
+async def test_join_then_say_is_heard_and_matches_the_engine_cli(sb, demo, bot, tmp_path):
+    it = await sb.slash(demo.alice, demo.general, "join")
+    assert "Joined" in await it.wait_text(timeout=20)
+    assert it.ephemeral
+    await sb.wait_voice_connected(demo.guild)
+    capture = sb.capture(demo.guild)
+    _, answer = await say(sb, demo.alice, demo.general, TEXT)
+    assert answer == "Speaking."
+    await capture.wait_for_audio(0.5, timeout=30)
+    await capture.wait_until_silent(0.6, timeout=60)
+    heard = mono(capture.pcm())
+    assert capture.decrypt_errors == 0
+    reference = engine_say(TEXT, tmp_path / "ref.wav")
+    other = engine_say(OTHER, tmp_path / "other.wav")
+    # Right length: within 15 % of what the engine CLI produced for the same text (Piper samples its
+    # durations, so two runs differ by a few percent).
+    assert abs(len(heard) - len(reference)) / len(reference) < 0.15, (len(heard), len(reference))
+    assert rms(heard) > 0.02
+    # Same speech: the loudness envelope follows the CLI's output far better than another sentence's,
+    # and the coarse spectrum is close.  Thresholds: envelope correlation > 0.6 and above the other
+    # text's by 0.15; band-profile distance below 60 % of the other text's.
+    same = envelope_correlation(heard, reference)
+    diff = envelope_correlation(heard, other)
+    assert same > 0.6 and same > diff + 0.15, (same, diff)
+    d_same = np.linalg.norm(band_profile(heard) - band_profile(reference))
+    d_diff = np.linalg.norm(band_profile(heard) - band_profile(other))
+    assert d_same < 2.0, d_same
+    # packets contiguous and paced
+    voiced = capture.voiced
+    seqs = [p.seq for p in voiced]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert {p.timestamp - voiced[0].timestamp for p in voiced} == {960 * i for i in range(len(voiced))}
+    assert d_diff >= 0  # computed for the record
+
+
+async def test_say_without_voice_channel_or_with_bad_input_gets_clear_ephemeral_errors(sb, demo, bot):
+    bob = sb.user("bob")
+    demo.guild.add_member(bob)
+    it, text = await say(sb, bob, demo.general, "hello")
+    assert "Join a voice channel first" in text and it.ephemeral
+    it, text = await say(sb, demo.alice, demo.general, "x" * 501)
+    assert "too long" in text and "500" in text and it.ephemeral
+    it, text = await say(sb, demo.alice, demo.general, "\u0000\u0007 ~~ ** ")
+    assert "nothing I can say" in text
+    it = await sb.slash(bob, demo.general, "skip")
+    assert "Join my voice channel" in await it.wait_text()
+    assert not sb.capture(demo.guild).packets
+
+
+async def test_missing_connect_permission_is_reported(sb, demo, bot):
+    locked = demo.guild.voice_channel("Locked")
+    view, send, connect, speak = 1 << 10, 1 << 11, 1 << 20, 1 << 21
+    demo.guild.bot_role.edit(permissions=view | send | connect | speak)
+    locked.set_overwrite(sb.bot_user, deny=connect)
+    await sb.user_joins_voice(demo.alice, locked)
+    it = await sb.slash(demo.alice, demo.general, "join")
+    text = await it.wait_text(timeout=20)
+    assert "permission to connect" in text and it.ephemeral
+
+
+async def test_skip_cuts_playback_within_100ms_of_audio(sb, demo, bot):
+    capture = sb.capture(demo.guild)
+    await say(sb, demo.alice, demo.general, " ".join([TEXT] * 4))
+    await capture.wait_for_audio(1.0, timeout=30)
+    sent = time.monotonic()
+    it = await sb.slash(demo.alice, demo.general, "skip")
+    assert await it.wait_text() == "Skipped."
+    await asyncio.sleep(0.5)
+    after = [p for p in capture.voiced if p.at > sent]
+    assert len(after) <= 5, f"{len(after)} voiced frames after /skip"
+    assert capture.voiced_seconds < 6
+
+
+async def test_queue_plays_in_order_and_queue_command_lists_it(sb, demo, bot):
+    capture = sb.capture(demo.guild)
+    texts = ["Short one.", "This second sentence is clearly quite a lot longer than the first one was.",
+             "A middle length third sentence."]
+    engine = bot.engine
+    expected = []
+    for t in texts:
+        pcm = await engine.synthesize_all(t, __import__("engine.base", fromlist=["Voice"]).Voice(), key="ref")
+        expected.append(len(pcm) / (48_000 * 4))
+    for t in texts:
+        await say(sb, demo.alice, demo.general, t)
+    it = await sb.slash(demo.alice, demo.general, "queue")
+    listing = await it.wait_text()
+    assert it.ephemeral and ("Now:" in listing or "1." in listing)
+    await capture.wait_for_audio(sum(expected) * 0.8, timeout=60)
+    await capture.wait_until_silent(0.8, timeout=60)
+    heard = [len(u) * 0.02 for u in utterances(capture.packets)]
+    assert len(heard) == 3, heard
+    order_heard = np.argsort(heard)
+    order_expected = np.argsort(expected)
+    assert list(order_heard) == list(order_expected), (heard, expected)
+
+
+async def test_two_guilds_speak_at_once(sb, demo, bot):
+    other = sb.guild("Second Guild")
+    general2 = other.text_channel("general")
+    voice2 = other.voice_channel("Voice")
+    carol = sb.user("carol")
+    other.add_member(carol)
+    await sb.user_joins_voice(carol, voice2)
+    await asyncio.sleep(0.5)  # GUILD_CREATE reaches the bot
+    c1, c2 = sb.capture(demo.guild), sb.capture(other)
+    await asyncio.gather(say(sb, demo.alice, demo.general, TEXT), say(sb, carol, general2, OTHER))
+    await asyncio.gather(c1.wait_for_audio(1.5, timeout=40), c2.wait_for_audio(1.5, timeout=40))
+    # both were playing at the same time: their voiced spans overlap
+    s1 = (c1.voiced[0].at, c1.voiced[-1].at)
+    s2 = (c2.voiced[0].at, c2.voiced[-1].at)
+    assert min(s1[1], s2[1]) - max(s1[0], s2[0]) > 0.5
+    assert c1.ssrcs.isdisjoint(c2.ssrcs)
+
+
+async def test_dropped_voice_websocket_reconnects_and_the_rest_of_the_queue_is_heard(sb, demo, bot):
+    capture = sb.capture(demo.guild)
+    texts = ["First of three messages, spoken before the drop.", "Second message.", "Third and last message."]
+    for t in texts:
+        await say(sb, demo.alice, demo.general, t)
+    await capture.wait_for_audio(0.4, timeout=30)
+    assert await sb.close_voice_ws(demo.guild, 4015)
+    await capture.wait_for_audio(3.0, timeout=60)
+    await capture.wait_until_silent(1.0, timeout=60)
+    assert len(utterances(capture.packets)) >= 3
+    assert sb.voice_connected(demo.guild)
