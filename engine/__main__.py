@@ -29,33 +29,47 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
+def _command_of(argv: list[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, object | None]:
+    """The parser, with the arguments of `command` only: other subcommands' modules stay unimported,
+    so one that is missing or broken never breaks the rest."""
     parser = _Parser(prog="python -m engine", description="Text to speech engine of the voice bot.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    modules: dict[str, object] = {}
+    module = None
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name != command:
+            continue
         try:
             module = importlib.import_module(module_name)
-        except ImportError:
-            continue  # written later by another part of the project
-        if not hasattr(module, "add_arguments") or not hasattr(module, "run"):
-            continue
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)  # type: ignore[attr-defined]
-        modules[name] = module
-    return parser, modules
+            add_arguments, _ = module.add_arguments, module.run  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - ImportError, or a module not finished yet
+            logging.getLogger("engine").debug("cannot load %s", module_name, exc_info=True)
+            raise EngineError(f"the {name!r} command is not available: {type(exc).__name__}: {exc}") from exc
+        add_arguments(p)
+    return parser, module
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser, modules = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(
+        level=logging.DEBUG if ("-v" in argv or "--verbose" in argv) else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
-        return int(modules[args.command].run(args) or 0)  # type: ignore[attr-defined]
+        parser, module = build_parser(_command_of(argv))
+        args = parser.parse_args(argv)
+        if module is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        return int(module.run(args) or 0)  # type: ignore[attr-defined]
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

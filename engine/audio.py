@@ -90,7 +90,8 @@ class FrameConverter:
         self._loudness = LoudnessNormalizer(loudness_dbfs)
         self._fade = max(0, int(rate * fade_ms / 1000.0))
         self._pending = np.zeros(0, dtype=np.float32)
-        self._started = False  # fade-in applied
+        self._faded_in = 0  # output samples of the fade-in done so far
+        self._fed = False  # any audio given to the resampler
         self._done = False
         self.samples_out = 0
 
@@ -125,33 +126,37 @@ class FrameConverter:
         x = np.asarray(audio, dtype=np.float32).reshape(-1)
         if len(x) == 0:
             return b""
+        self._fed = True
         x = self._loudness.process(x, self.src_rate)
         y = self._resample(x, last=False)
         if len(y):
-            if not self._started and self._fade:
-                self._started = True
-                k = min(self._fade, len(y))
-                y = y.copy()
-                y[:k] *= np.linspace(0.0, 1.0, num=k, endpoint=False, dtype=np.float32)
-            self._started = True
-            self._pending = np.concatenate([self._pending, y])
+            self._pending = np.concatenate([self._pending, self._fade_in(y)])
         return self._take_frames(hold=self._fade)
+
+    def _fade_in(self, y: np.ndarray) -> np.ndarray:
+        """Continue the utterance's fade-in over its first `fade` output samples, across calls."""
+        n = min(self._fade - self._faded_in, len(y))
+        if n <= 0:
+            return y
+        y = y.copy()
+        y[:n] *= np.arange(self._faded_in, self._faded_in + n, dtype=np.float32) / np.float32(self._fade)
+        self._faded_in += n
+        return y
 
     def flush(self) -> bytes:
         """End of utterance: drain, fade out, pad the last frame. Returns b"" if nothing was fed."""
         if self._done:
             return b""
         self._done = True
-        if self._resampler is not None and (self._started or len(self._pending)):
+        if self._resampler is not None and self._fed:
             tail = self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
             if len(tail):
-                self._pending = np.concatenate([self._pending, tail])
+                self._pending = np.concatenate([self._pending, self._fade_in(tail)])
         if len(self._pending) == 0:
             return b""
-        x = self._pending
+        x = self._pending.copy()
         k = min(self._fade, len(x))
         if k:
-            x = x.copy()
             x[-k:] *= np.linspace(1.0, 0.0, num=k, dtype=np.float32)
         pad = (-len(x)) % self.frame_samples
         if pad:

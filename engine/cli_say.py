@@ -66,8 +66,10 @@ async def _say(args: argparse.Namespace, text: str) -> bytes:
 
 def run(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
-    if not (args.speed == args.speed and 0.25 <= args.speed <= 4.0):  # also rejects NaN
+    if not (0.25 <= args.speed <= 4.0):  # comparisons with NaN are False: rejected too
         raise EngineError("--speed must be between 0.25 and 4.")
+    if not (-12.0 <= args.pitch <= 12.0):
+        raise EngineError("--pitch must be between -12 and 12 semitones.")
     out = Path(args.out)
     if out.is_dir():
         raise EngineError(f"--out {out} is a directory; give a file name such as {out / 'say.wav'}.")

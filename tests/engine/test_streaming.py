@@ -1,0 +1,289 @@
+"""StreamingEngine: real Piper output, framing, cancellation, timeouts, errors, async backends, loop latency.
+
+Test doubles (named as such): FakeToneBackend (sine per segment, optional delay), StuckBackend (a
+blocking call that ignores cancellation), FakeAsyncBackend (an AsyncBackend on the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import numpy as np
+import pytest
+
+from engine.base import (
+    FRAME_BYTES,
+    BackendInfo,
+    CancelToken,
+    EngineError,
+    SynthesisTimeout,
+    TextRejected,
+    Voice,
+)
+from engine.settings import EngineSettings
+from engine.streaming import StreamingEngine
+
+pytestmark = pytest.mark.timeout(120)
+RATE = 16000
+
+
+class FakeToneBackend:
+    """Test double: 0.5 s of tone per segment after `delay` seconds; honours the cancel token."""
+
+    def __init__(self, delay: float = 0.0, fail_on: str | None = None) -> None:
+        self.info = BackendInfo("fake", "1", RATE, clones=False, voices=("tone",))
+        self.delay = delay
+        self.fail_on = fail_on
+        self.calls: list[str] = []
+
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+        self.calls.append(text)
+        if self.fail_on and self.fail_on in text:
+            raise RuntimeError("boom")
+        end = time.monotonic() + self.delay
+        while time.monotonic() < end:
+            if cancel is not None and cancel.cancelled:
+                return
+            time.sleep(0.005)
+        t = np.arange(RATE // 2) / RATE
+        yield (0.3 * np.sin(2 * np.pi * 200 * t)).astype(np.float32)
+
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class StuckBackend(FakeToneBackend):
+    """Test double: a blocking call that ignores cancellation until `release` is set (like native code)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+        self.release.wait(30)
+        yield np.zeros(160, dtype=np.float32)
+
+
+class FakeAsyncBackend:
+    """Test double: an AsyncBackend streaming two chunks per segment from the loop."""
+
+    def __init__(self) -> None:
+        self.info = BackendInfo("fake-async", "1", 24000, clones=True)
+        self.closed = False
+
+    async def astream(self, text: str, voice: Voice) -> AsyncIterator[np.ndarray]:
+        for _ in range(2):
+            await asyncio.sleep(0.01)
+            yield np.full(2400, 0.1, dtype=np.float32)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def _settings(**kw: object) -> EngineSettings:
+    base = dict(workers=2, max_concurrency=2, per_key_limit=1, segment_timeout_s=5.0, first_segment_chars=20, max_segment_chars=40)
+    base.update(kw)
+    return EngineSettings(**base)  # type: ignore[arg-type]
+
+
+async def _collect(engine: StreamingEngine, text: str, key: object = "k", voice: Voice = Voice()) -> list:
+    return [c async for c in engine.stream(text, voice, key=key)]
+
+
+SIX_SENTENCES = " ".join(f"Sentence number {n} is here." for n in range(6))
+
+
+# -- real Piper ----------------------------------------------------------------------------------
+
+
+def _speech_seconds(pcm: bytes) -> float:
+    """Seconds of 20 ms frames whose level is above silence (left channel)."""
+    x = np.frombuffer(pcm, dtype="<i2").reshape(-1, 2)[:, 0].astype(np.float64) / 32768
+    n = len(x) // 960
+    rms = np.sqrt(np.mean(x[: n * 960].reshape(n, 960) ** 2, axis=1))
+    return float(np.sum(rms > 0.01)) * 0.02
+
+
+async def test_real_piper_speech_length_grows_with_words(piper_backend) -> None:
+    engine = StreamingEngine(piper_backend, EngineSettings(workers=1, max_concurrency=1))
+    try:
+        short = await _collect(engine, "Hello there, my friend.")
+        long_text = (
+            "Hello there, my friend. Today we will talk about the weather, the garden, and the long "
+            "walk we took along the river last Sunday afternoon."
+        )
+        long = await _collect(engine, long_text)
+    finally:
+        await engine.close()
+    for chunks in (short, long):
+        assert all(len(c.pcm) % FRAME_BYTES == 0 and c.sample_rate == 48000 and c.channels == 2 for c in chunks)
+        assert chunks[-1].final and not any(c.final for c in chunks[:-1])
+    s_pcm, l_pcm = b"".join(c.pcm for c in short), b"".join(c.pcm for c in long)
+    s_dur, l_dur = len(s_pcm) / 192000, len(l_pcm) / 192000
+    assert 0.25 * 4 < s_dur < 0.8 * 4  # 4 words: roughly 0.25-0.8 s a word
+    assert 0.25 * 27 < l_dur < 0.8 * 27
+    assert 4 < l_dur / s_dur < 10  # proportional to the words (27 vs 4)
+    assert _speech_seconds(l_pcm) > 0.6 * l_dur  # speech, not silence
+    level = 20 * np.log10(np.sqrt(np.mean((np.frombuffer(l_pcm, "<i2") / 32768.0) ** 2)))
+    assert -26 < level < -16  # normalized near the -20 dBFS target (pauses pull it down a little)
+
+
+async def test_real_piper_speed_changes_duration(piper_backend) -> None:
+    engine = StreamingEngine(piper_backend, EngineSettings(workers=1, max_concurrency=1))
+    text = "The quick brown fox jumps over the lazy dog."
+    try:
+        normal = sum(c.duration for c in await _collect(engine, text))
+        fast = sum(c.duration for c in await _collect(engine, text, voice=Voice(speed=2.0)))
+    finally:
+        await engine.close()
+    assert 0.35 < fast / normal < 0.7
+
+
+async def test_real_piper_skip_frees_slot_and_terminates_inference(piper_backend) -> None:
+    engine = StreamingEngine(piper_backend, EngineSettings(workers=1, max_concurrency=1, max_segment_chars=400))
+    long_sentence = "and then " * 40 + "it ended."
+    try:
+        agen = engine.stream("Hi. " + long_sentence, Voice(), key="a")
+        await agen.__anext__()  # first segment heard; the long one is synthesizing now
+        await asyncio.sleep(0.05)
+        await agen.aclose()
+        assert engine.scheduler.stats().running == 0  # freed at once
+        t0 = time.monotonic()
+        while engine.counters.abandoned_now and time.monotonic() - t0 < 2:
+            await asyncio.sleep(0.01)
+        assert engine.counters.abandoned_now == 0  # RunOptions.terminate stopped onnxruntime
+        assert time.monotonic() - t0 < 1.0
+        chunks = await _collect(engine, "Next one.", key="b")
+        assert chunks and chunks[-1].final
+    finally:
+        await engine.close()
+
+
+# -- test doubles --------------------------------------------------------------------------------
+
+
+async def test_segments_stream_in_order_and_one_ahead() -> None:
+    backend = FakeToneBackend(delay=0.02)
+    engine = StreamingEngine(backend, _settings())
+    try:
+        chunks = await _collect(engine, SIX_SENTENCES)
+    finally:
+        await engine.close()
+    assert [c.segment for c in chunks] == sorted(c.segment for c in chunks)
+    assert backend.calls == engine.segments(SIX_SENTENCES)
+    assert engine.counters.segments_done == len(backend.calls)
+    total = sum(c.duration for c in chunks)
+    assert abs(total - 0.5 * len(backend.calls)) < 0.03
+
+
+async def test_segment_timeout_raises_and_frees_the_slot() -> None:
+    engine = StreamingEngine(FakeToneBackend(delay=3.0), _settings(segment_timeout_s=0.2))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(SynthesisTimeout):
+            await _collect(engine, "Too slow.")
+        assert time.monotonic() - t0 < 1.5
+        assert engine.scheduler.stats().running == 0
+        assert engine.counters.timeouts == 1
+    finally:
+        await engine.close()
+
+
+async def test_stuck_calls_are_bounded() -> None:
+    """Abandoned calls free their slot up to max_abandoned; beyond that the slot stays held."""
+    backend = StuckBackend()
+    engine = StreamingEngine(backend, _settings(workers=1, max_concurrency=1, segment_timeout_s=0.1, max_abandoned=1))
+    try:
+        with pytest.raises(SynthesisTimeout):
+            await _collect(engine, "one.", key="a")
+        assert engine.counters.abandoned_now == 1 and engine.scheduler.stats().running == 0
+        with pytest.raises(SynthesisTimeout):
+            await _collect(engine, "two.", key="b")
+        assert engine.scheduler.stats().running == 1  # over the bound: held until the thread returns
+        backend.release.set()
+        t0 = time.monotonic()
+        while (engine.scheduler.stats().running or engine.counters.abandoned_now) and time.monotonic() - t0 < 5:
+            await asyncio.sleep(0.01)
+        assert engine.scheduler.stats().running == 0 and engine.counters.abandoned_now == 0
+        assert await _collect(engine, "three.", key="c")
+    finally:
+        backend.release.set()
+        await engine.close()
+
+
+async def test_cancelling_the_consumer_task_frees_slots_for_others() -> None:
+    engine = StreamingEngine(FakeToneBackend(delay=2.0), _settings(max_concurrency=1))
+    try:
+        slow = asyncio.create_task(_collect(engine, SIX_SENTENCES, key="a"))
+        await asyncio.sleep(0.1)
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        assert engine.scheduler.stats().running == 0
+        assert engine.scheduler.stats().waiting == {}
+        engine.backend.delay = 0.0
+        assert await asyncio.wait_for(_collect(engine, "Quick.", key="b"), 2)
+    finally:
+        await engine.close()
+
+
+async def test_backend_error_fails_one_request_only() -> None:
+    engine = StreamingEngine(FakeToneBackend(fail_on="bad"), _settings())
+    try:
+        with pytest.raises(EngineError, match="failed"):
+            await _collect(engine, "This is bad.")
+        assert engine.counters.errors == 1 and engine.scheduler.stats().running == 0
+        assert await _collect(engine, "This is fine.")
+    finally:
+        await engine.close()
+
+
+async def test_text_rejections() -> None:
+    engine = StreamingEngine(FakeToneBackend(), _settings(max_text_chars=100))
+    try:
+        for text in ("", "   \x00\x01 ", "😀🎉", "!!!"):
+            with pytest.raises(TextRejected, match="nothing to say"):
+                await _collect(engine, text)
+        with pytest.raises(TextRejected, match="limit is 100"):
+            await _collect(engine, "word " * 100)
+    finally:
+        await engine.close()
+
+
+async def test_async_backend_runs_on_the_loop() -> None:
+    backend = FakeAsyncBackend()
+    engine = StreamingEngine(backend, _settings())
+    try:
+        chunks = await _collect(engine, "One. Two. Three.")
+    finally:
+        await engine.close()
+    assert backend.closed
+    assert all(len(c.pcm) % FRAME_BYTES == 0 for c in chunks)
+    assert abs(sum(c.duration for c in chunks) - len(engine.segments("One. Two. Three.")) * 0.2) < 0.03
+
+
+async def test_event_loop_is_never_blocked(piper_backend) -> None:
+    engine = StreamingEngine(piper_backend, EngineSettings(workers=1, max_concurrency=1))
+    lags: list[float] = []
+    stop = False
+
+    async def ticker() -> None:
+        while not stop:
+            t = time.perf_counter()
+            await asyncio.sleep(0.005)
+            lags.append(time.perf_counter() - t - 0.005)
+
+    tick = asyncio.create_task(ticker())
+    try:
+        await _collect(engine, "This sentence is synthesized in a worker thread, never on the loop. " * 2)
+    finally:
+        stop = True
+        await tick
+        await engine.close()
+    assert max(lags) < 0.1, max(lags)  # a 2-core shared machine: generous, but far below a synthesis
