@@ -499,7 +499,7 @@ class CosyVoiceBackend:
                         f"This voice was registered for the {profile.backend} engine; register it again to use it here."
                     )
                 if profile.backend_version != self.info.version:
-                    log.info("voice %s has features from %s; using them with %s", profile.voice_id, profile.backend_version, self.info.version)
+                    log.debug("voice %s has features from %s; using them with %s", profile.voice_id, profile.backend_version, self.info.version)
                 spk = self._register(profile.voice_id, profile.features)
                 return self.frontend.frontend_zero_shot(piece, "", None, self.sample_rate, spk)
             name = voice.name if voice.name in self._builtin else (self._builtin[0] if self._builtin and voice.name in ("", "default") else None)

@@ -7,11 +7,14 @@ import math
 import threading
 import warnings
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+import soxr
 
 from .base import EngineError, Voice
+from .clip import Clip, ClipRejected
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
     warnings.simplefilter("ignore")
@@ -21,6 +24,8 @@ PROFILE_FORMAT = 1
 FRAME_PERIOD_MS = 5.0
 F0_FLOOR = 55.0
 F0_CEIL = 600.0
+DIO_CEIL = 400.0  # dio jumps an octave up on the default voice more often with a higher ceiling
+DIO_RANGE = 0.15  # dio's allowed_range: 0.1 leaves too many voiced frames unvoiced (whispery output)
 WARP_RANGE = (0.75, 1.35)
 LOG_F0_RANGE = (math.log(50.0), math.log(500.0))
 LOG_F0_STD_RANGE = (0.02, 0.6)
@@ -148,24 +153,50 @@ def apply_voice(audio: np.ndarray, sr: int, voice: Voice) -> np.ndarray:
     return apply_transform(audio, sr, transform)
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """WORLD parameters of one piece of audio: F0 contour, spectral envelope and aperiodicity."""
+
+    f0: np.ndarray
+    sp: np.ndarray
+    ap: np.ndarray
+    sr: int
+    n_samples: int
+    rms: float
+
+
+def analyze(audio: np.ndarray, sr: int) -> Analysis:
+    """WORLD analysis with dio + stonemask (fast enough per segment), cheaptrick and d4c."""
+    xd = np.asarray(audio, dtype=np.float64).reshape(-1)
+    f0, times = pyworld.dio(
+        xd, sr, f0_floor=F0_FLOOR, f0_ceil=DIO_CEIL, frame_period=FRAME_PERIOD_MS, allowed_range=DIO_RANGE
+    )
+    f0 = pyworld.stonemask(xd, f0, times, sr)
+    sp = pyworld.cheaptrick(xd, f0, times, sr)
+    ap = pyworld.d4c(xd, f0, times, sr)
+    rms = float(np.sqrt(np.mean(xd * xd))) if len(xd) else 0.0
+    return Analysis(f0=f0, sp=sp, ap=ap, sr=sr, n_samples=len(xd), rms=rms)
+
+
+def render(analysis: Analysis, transform: Transform) -> np.ndarray:
+    """Synthesize analysed audio after mapping its F0 and warping its envelope, at the input's level."""
+    f0 = map_f0(analysis.f0, transform)
+    sp, ap = analysis.sp, analysis.ap
+    if transform.warp != 1.0:
+        sp = warp_envelope(sp, transform.warp)
+        ap = warp_envelope(ap, transform.warp)
+    y = pyworld.synthesize(f0, sp, ap, analysis.sr, FRAME_PERIOD_MS)[: analysis.n_samples]
+    if len(y) < analysis.n_samples:
+        y = np.pad(y, (0, analysis.n_samples - len(y)))
+    return _match_level(y, analysis.rms)
+
+
 def apply_transform(audio: np.ndarray, sr: int, transform: Transform) -> np.ndarray:
     """Re-synthesize audio with WORLD after mapping its F0 and warping its spectral envelope."""
     x = np.asarray(audio, dtype=np.float32).reshape(-1)
     if transform.identity or len(x) < int(sr * 0.05) or not np.any(x):
         return x.copy()
-    xd = x.astype(np.float64)
-    f0, times = pyworld.dio(xd, sr, f0_floor=F0_FLOOR, f0_ceil=F0_CEIL, frame_period=FRAME_PERIOD_MS)
-    f0 = pyworld.stonemask(xd, f0, times, sr)
-    sp = pyworld.cheaptrick(xd, f0, times, sr)
-    ap = pyworld.d4c(xd, f0, times, sr)
-    f0 = map_f0(f0, transform)
-    if transform.warp != 1.0:
-        sp = warp_envelope(sp, transform.warp)
-        ap = warp_envelope(ap, transform.warp)
-    y = pyworld.synthesize(f0, sp, ap, sr, FRAME_PERIOD_MS)[: len(x)]
-    if len(y) < len(x):
-        y = np.pad(y, (0, len(x) - len(y)))
-    return _match_level(y, x)
+    return render(analyze(x, sr), transform)
 
 
 def map_f0(f0: np.ndarray, transform: Transform) -> np.ndarray:
@@ -193,8 +224,7 @@ def warp_envelope(env: np.ndarray, alpha: float) -> np.ndarray:
     return np.ascontiguousarray(env[:, lo] * (1.0 - frac) + env[:, hi] * frac)
 
 
-def _match_level(y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    rms_x = float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
+def _match_level(y: np.ndarray, rms_x: float) -> np.ndarray:
     rms_y = float(np.sqrt(np.mean(np.square(y))))
     if rms_y > 1e-9:
         y = y * (rms_x / rms_y)
@@ -213,3 +243,90 @@ def log_f0_stats(samples: np.ndarray, sr: int) -> tuple[float, float, float]:
         raise EngineError("No voiced speech found in the clip; record yourself speaking clearly.")
     lf0 = np.log(voiced)
     return float(np.mean(lf0)), float(np.std(lf0)), len(voiced) / len(f0)
+
+
+# -- fitting a profile by analysis-by-synthesis ---------------------------------------------------
+
+CALIBRATION_TEXT = (
+    "When the sunlight strikes raindrops in the air, they act as a prism and form a rainbow. "
+    "People look, but no one ever finds the pot of gold at its end."
+)
+WARP_GRID = (0.86, 0.92, 0.97, 1.02, 1.07, 1.12, 1.17, 1.22)
+F0_OFFSETS_ST = (-2.0, 2.0)
+
+SynthesizeFn = Callable[[str], tuple[np.ndarray, int]]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The default voice speaking the calibration text, analysed once and reused for every registration."""
+
+    analysis: Analysis
+    lf0_mean: float
+    lf0_std: float
+
+
+def calibrate(synthesize_reference_fn: SynthesizeFn, text: str = CALIBRATION_TEXT) -> Calibration:
+    """Synthesize and analyse the calibration text; its F0 stats use the same tracker apply_voice uses."""
+    audio, sr = synthesize_reference_fn(text)
+    audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+    if len(audio) < sr:
+        raise EngineError("The default voice produced no usable calibration audio.")
+    analysis = analyze(audio, sr)
+    voiced = analysis.f0[analysis.f0 > 0]
+    if len(voiced) < 10:
+        raise EngineError("The default voice produced no voiced calibration audio.")
+    lf0 = np.log(voiced)
+    return Calibration(analysis=analysis, lf0_mean=float(np.mean(lf0)), lf0_std=float(np.std(lf0)))
+
+
+def estimate_profile(
+    clip: Clip,
+    synthesize_reference_fn: SynthesizeFn | None = None,
+    *,
+    calibration: Calibration | None = None,
+    reference_embedding: np.ndarray | None = None,
+) -> MatchProfile:
+    """Fit pitch and formant warp so the transformed default voice sounds most like the clip.
+
+    The clip's log-F0 statistics come from harvest; the warp (and a small pitch offset) are chosen
+    by re-synthesizing the calibration audio and maximizing Resemblyzer cosine to the clip.
+    """
+    from . import embedding
+
+    if calibration is None:
+        if synthesize_reference_fn is None:
+            raise ValueError("estimate_profile needs synthesize_reference_fn or calibration")
+        calibration = calibrate(synthesize_reference_fn)
+    target = reference_embedding if reference_embedding is not None else embedding.embed(clip.samples)
+    try:
+        tgt_mean, tgt_std, _ = log_f0_stats(clip.samples, clip.sample_rate)
+    except EngineError as exc:
+        raise ClipRejected("I could not hear a voice in the clip; record yourself speaking clearly.") from exc
+    base = MatchProfile(
+        target_lf0_mean=_clamp(tgt_mean, *LOG_F0_RANGE),
+        target_lf0_std=_clamp(tgt_std, *LOG_F0_STD_RANGE),
+        source_lf0_mean=calibration.lf0_mean,
+        source_lf0_std=max(calibration.lf0_std, LOG_F0_STD_RANGE[0]),
+    )
+
+    def score(profile: MatchProfile) -> float:
+        audio = render(calibration.analysis, Transform.for_profile(profile))
+        audio16 = soxr.resample(audio, calibration.analysis.sr, embedding.EMBEDDING_RATE)
+        return embedding.similarity(embedding.embed(audio16), target)
+
+    scored = [(score(replace(base, warp=w)), replace(base, warp=w)) for w in WARP_GRID]
+    best_score, best = max(scored, key=lambda s: s[0])
+    step = math.log(2.0) / 12.0
+    for offset in F0_OFFSETS_ST:
+        mean = _clamp(best.target_lf0_mean + offset * step, *LOG_F0_RANGE)
+        candidate = replace(best, target_lf0_mean=mean)
+        s = score(candidate)
+        if s > best_score:
+            best_score, best = s, candidate
+    for dw in (-0.025, 0.025):
+        candidate = replace(best, warp=_clamp(best.warp + dw, *WARP_RANGE))
+        s = score(candidate)
+        if s > best_score:
+            best_score, best = s, candidate
+    return best

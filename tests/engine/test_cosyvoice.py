@@ -529,3 +529,22 @@ def test_hop_schedule():
     assert take(cv.hop_schedule(112, 15, 25, 25, 2, 100), 3) == [15, 48, 50]  # 112+15+48 = 175
     assert take(cv.hop_schedule(112, 25, 25, 25, 2, 100), 3) == [38, 25, 50]  # upstream's aligned first hop
     assert take(cv.hop_schedule(0, 15, 25, 25, 1, 100), 4) == [15, 35, 25, 25]
+
+
+def test_gpu_bench_skips_cleanly_without_a_gpu_or_model(tmp_path, monkeypatch, capsys):  # noqa: ANN001
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_gpu", bench)
+    spec.loader.exec_module(bench)
+    no_config = ["--config", str(tmp_path / "none.toml")]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench.main(no_config) == 0
+    assert capsys.readouterr().out.startswith("skipped: no CUDA GPU")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert bench.main([*no_config, "--model-dir", str(tmp_path / "missing")]) == 0
+    assert capsys.readouterr().out.startswith("skipped: no model dir")

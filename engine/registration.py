@@ -1,0 +1,188 @@
+"""Registering a voice from a reference clip: check it, embed it, extract each backend's features once."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import embedding
+from .base import Backend, BackendInfo, TextRejected, Voice, VoiceProfile
+from .clip import load_clip, to_flac
+from .matching import Calibration, MatchProfile, calibrate, estimate_profile
+from .settings import EngineSettings
+
+log = logging.getLogger(__name__)
+
+MAX_TRANSCRIPT_CHARS = 1000
+REGISTRATION_FORMAT = 1
+FeatureKey = tuple[str, str]  # (backend name, backend version)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What storage keeps for a voice: the reference, its embedding and per-backend feature blobs."""
+
+    voice_id: str
+    flac: bytes
+    duration_s: float  # speech in the clip
+    transcript: str
+    embedding: bytes  # 256 little-endian float32
+    features: dict[FeatureKey, bytes] = field(default_factory=dict)
+    profile: MatchProfile | None = None  # the piper blob, parsed
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def voice_profile(self, info: BackendInfo) -> VoiceProfile | None:
+        """The VoiceProfile a request passes to the backend described by info (None: none stored)."""
+        blob = self.features.get((info.name, info.version))
+        if blob is None:
+            return None
+        return VoiceProfile(self.voice_id, info.name, info.version, blob, self.transcript)
+
+    def voice(self, info: BackendInfo, *, speed: float = 1.0, pitch: float = 0.0) -> Voice:
+        return Voice(name=self.voice_id, speed=speed, pitch=pitch, profile=self.voice_profile(info))
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": REGISTRATION_FORMAT,
+                "voice_id": self.voice_id,
+                "duration_s": self.duration_s,
+                "transcript": self.transcript,
+                "embedding": _b64(self.embedding),
+                "flac": _b64(self.flac),
+                "features": [
+                    {"backend": name, "version": version, "blob": _b64(blob)}
+                    for (name, version), blob in sorted(self.features.items())
+                ],
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Registration:
+        from .clip import ClipRejected
+
+        try:
+            raw = json.loads(text)
+            if raw.get("format") != REGISTRATION_FORMAT:
+                raise ValueError("unknown format")
+            features = {
+                (str(f["backend"]), str(f["version"])): base64.b64decode(f["blob"]) for f in raw["features"]
+            }
+            reg = cls(
+                voice_id=str(raw["voice_id"]),
+                flac=base64.b64decode(raw["flac"]),
+                duration_s=float(raw["duration_s"]),
+                transcript=str(raw["transcript"]),
+                embedding=base64.b64decode(raw["embedding"]),
+                features=features,
+            )
+            embedding.from_bytes(reg.embedding)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ClipRejected("That is not a voice profile written by `python -m engine register`.") from exc
+        piper = next((blob for (name, _), blob in features.items() if name == "piper"), None)
+        profile = MatchProfile.from_bytes(piper) if piper is not None else None
+        return cls(**{**reg.__dict__, "profile": profile})
+
+
+def _b64(blob: bytes) -> str:
+    return base64.b64encode(blob).decode("ascii")
+
+
+class _CalibrationCache:
+    """One calibration per (backend, version) per process: the default voice is analysed once."""
+
+    def __init__(self) -> None:
+        self._items: dict[FeatureKey, Calibration] = {}
+        self._lock = threading.Lock()
+
+    def get(self, backend: Backend) -> Calibration:
+        key = (backend.info.name, backend.info.version)
+        with self._lock:
+            cal = self._items.get(key)
+            if cal is None:
+                cal = calibrate(lambda text: synthesize_default(backend, text))
+                self._items[key] = cal
+            return cal
+
+
+_calibrations = _CalibrationCache()
+
+
+def synthesize_default(backend: Backend, text: str) -> tuple[np.ndarray, int]:
+    """The backend's default voice speaking text, as one float32 array and its rate."""
+    parts = [np.asarray(a, dtype=np.float32).reshape(-1) for a in backend.synthesize(text, Voice())]
+    audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    return audio, backend.info.sample_rate
+
+
+def clean_transcript(transcript: str) -> str:
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in transcript or "").split())
+    if len(text) > MAX_TRANSCRIPT_CHARS:
+        raise TextRejected(f"The transcript is {len(text)} characters; keep it under {MAX_TRANSCRIPT_CHARS}.")
+    return text
+
+
+def register_clip(
+    data: bytes,
+    transcript: str,
+    backends: list[Backend],
+    settings: EngineSettings | None = None,
+    *,
+    max_bytes: int | None = None,
+) -> Registration:
+    """Check and process a reference clip for every backend (blocking: callers run it in a thread)."""
+    settings = settings or EngineSettings()
+    cap = max_bytes if max_bytes is not None else settings.server.max_upload_bytes
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    text = clean_transcript(transcript)
+    clip = load_clip(data, max_bytes=cap)
+    timings["decode"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    ref = embedding.embed(clip.samples)
+    timings["embed"] = time.perf_counter() - t
+    features: dict[FeatureKey, bytes] = {}
+    profile: MatchProfile | None = None
+    for backend in backends:
+        info = getattr(backend, "info", None)
+        if info is None:
+            continue
+        key = (info.name, info.version)
+        if key in features:
+            continue
+        t = time.perf_counter()
+        if info.name == "piper":
+            profile = estimate_profile(clip, calibration=_calibrations.get(backend), reference_embedding=ref)
+            features[key] = profile.to_bytes()
+        else:
+            extract = getattr(backend, "extract_features", None)
+            blob = extract(clip.samples, clip.sample_rate, text) if extract is not None else None
+            if blob is not None:
+                features[key] = bytes(blob)
+        timings[info.name] = time.perf_counter() - t
+    flac = to_flac(clip)
+    timings["total"] = time.perf_counter() - t0
+    log.debug("registered clip: %.1f s speech, timings %s", clip.speech_s, timings)
+    return Registration(
+        voice_id=voice_id_for(flac),
+        flac=flac,
+        duration_s=clip.speech_s,
+        transcript=text,
+        embedding=embedding.to_bytes(ref),
+        features=features,
+        profile=profile,
+        timings=timings,
+    )
+
+
+def voice_id_for(flac: bytes) -> str:
+    return "v" + hashlib.sha256(flac).hexdigest()[:16]
+
