@@ -8,6 +8,7 @@ test is the real one.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import threading
 import time
@@ -305,7 +306,7 @@ def test_features_round_trip_skips_the_frontend_at_synthesis():
     call = fresh.model.token2wav_calls[0]
     assert torch.equal(call["prompt_token"], torch.from_numpy(arrays["flow_prompt_speech_token"]))
     assert torch.equal(call["embedding"], torch.from_numpy(arrays["flow_embedding"]))
-    assert [k for k in fresh.frontend.spk2info] == [f"voicebot:v1:{__import__('hashlib').sha256(blob).hexdigest()[:16]}"]
+    assert [k for k in fresh.frontend.spk2info] == [f"voicebot:v1:{hashlib.sha256(blob).hexdigest()[:16]}"]
     assert model_is_clean(fresh.model)
 
 
