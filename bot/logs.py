@@ -35,6 +35,7 @@ class RedactFilter(logging.Filter):
 def setup_logging(level: str, discord_level: str, secrets: list[str]) -> None:
     discord.utils.setup_logging(level=getattr(logging, level.upper()), root=True)
     logging.getLogger("discord").setLevel(getattr(logging, discord_level.upper()))
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     redact = RedactFilter(secrets)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redact)
