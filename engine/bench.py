@@ -131,26 +131,33 @@ async def _throughput(engine: StreamingEngine, n: int) -> float:
     return sum(r[2] for r in results) / (time.perf_counter() - t0)
 
 
-async def bench_scaling(model: str, utterances: int) -> list[Metric]:
+async def bench_scaling(model: str, utterances: int, rounds: int) -> list[Metric]:
+    """Configurations interleaved round by round, best round of each kept: other load on a shared
+    machine only ever slows a round down, so the best is the least disturbed."""
     cpus = os.cpu_count() or 1
-    rates: dict[str, float] = {}
     configs: list[tuple[str, int, int | None]] = [("1w", 1, None), ("2w", 2, None), ("1w1t", 1, 1)]
-    for label, workers, intra in configs:
-        engine = await _engine(workers, model, intra)
-        try:
-            rates[label] = await _throughput(engine, utterances)
-        finally:
+    engines = {label: await _engine(workers, model, intra) for label, workers, intra in configs}
+    rates: dict[str, list[float]] = {label: [] for label in engines}
+    try:
+        for _ in range(rounds):
+            for label, engine in engines.items():
+                rates[label].append(await _throughput(engine, utterances))
+    finally:
+        for engine in engines.values():
             await engine.close()
-    ratio = rates["2w"] / rates["1w"]
-    per_thread = rates["2w"] / rates["1w1t"]
+    best = {label: max(r) for label, r in rates.items()}
+    ratio = best["2w"] / best["1w"]
+    per_thread = best["2w"] / best["1w1t"]
+    spread = ", ".join(f"{label} {min(r):.1f}-{max(r):.1f}" for label, r in rates.items())
     return [
         Metric(
             "scaling_2_vs_1_workers", ratio, ">= 1.7", ratio >= 1.7,
-            f"{rates['2w']:.2f} vs {rates['1w']:.2f} audio s/s; as configured: intra-op threads = {cpus}//workers",
+            f"{best['2w']:.2f} vs {best['1w']:.2f} audio s/s, best of {rounds}; as configured: "
+            f"intra-op threads = {cpus}//workers",
         ),
         Metric(
             "scaling_2_vs_1_single_thread_workers", per_thread, ">= 1.7", per_thread >= 1.7,
-            f"2 workers x {max(1, cpus // 2)} thread vs 1 worker x 1 thread ({rates['1w1t']:.2f} audio s/s)",
+            f"2 workers x {max(1, cpus // 2)} thread vs 1 worker x 1 thread; audio s/s per round: {spread}",
         ),
     ]
 
@@ -185,7 +192,7 @@ async def run_all(model: str, rounds: int, utterances: int, only: list[str] | No
     if not only or "latency" in only:
         metrics += await bench_latency(model, rounds)
     if not only or "scaling" in only:
-        metrics += await bench_scaling(model, utterances)
+        metrics += await bench_scaling(model, utterances, rounds)
     if not only or "fairness" in only:
         metrics += await bench_fairness(model)
     return metrics
