@@ -1,0 +1,47 @@
+"""`python -m engine register CLIP --out PROFILE`: check a reference clip and write its voice profile."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine import cli_say
+from engine.base import EngineError
+from engine.cli_voice import add_reference_arguments, read_clip, write_text_atomic
+from engine.registration import register_clip
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("clip", metavar="CLIP", help="reference recording: WAV, FLAC, Ogg/Opus or MP3, 3-30 s of speech")
+    p.add_argument("--out", required=True, metavar="PROFILE", help="where to write the profile (JSON)")
+    add_reference_arguments(p)
+    cli_say.add_engine_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.factory import build_backend
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise EngineError(f"--out {out} is a directory; give a file name such as {out / 'voice.json'}.")
+    data = read_clip(args.clip, args.max_clip_bytes)
+    backend = build_backend(cli_say.engine_settings(args, workers=1))
+    try:
+        registration = register_clip(data, args.transcript, [backend], max_bytes=args.max_clip_bytes)
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+    try:
+        write_text_atomic(out, registration.to_json())
+    except OSError as exc:
+        raise EngineError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    p = registration.profile
+    match = f", pitch {p.target_f0_hz:.0f} Hz, formant warp {p.warp:.2f}" if p else ""
+    print(
+        f"wrote {out}: {registration.duration_s:.1f} s of speech{match}, "
+        f"{registration.timings.get('total', 0):.1f} s to register",
+        file=sys.stderr,
+    )
+    return 0
