@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.speech.service import SpeechService
+from bot.voices import VoiceService
 
 if TYPE_CHECKING:
     from bot.app import VoiceBot
@@ -16,11 +17,13 @@ log = logging.getLogger(__name__)
 async def build_services(bot: VoiceBot) -> None:
     """Create the speech and voices services once the engine and database are ready."""
     bot.speech = SpeechService(bot, bot.engine, bot.config.speech)
+    bot.voices = VoiceService(bot.db, bot.engine, bot.config.voices, bot.settings)
 
 
 async def stop_services(bot: VoiceBot) -> None:
     """Stop speakers and close the engine and database; each step runs even if another fails."""
     for name, step in (("speech", getattr(bot.speech, "close", None)),
+                       ("voices", getattr(bot.voices, "close", None)),
                        ("engine", getattr(bot.engine, "close", None)),
                        ("database", getattr(bot.db, "close", None))):
         if step is None:

@@ -1,0 +1,236 @@
+"""VoiceService (bot.voices): register, resolve, share and delete users' voices; owners alone may change them."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import re
+
+import aiohttp
+from discord import app_commands
+
+from bot.config import VoiceSettings
+from bot.errors import UserError
+from bot.prefs import SettingsService
+from bot.storage import voices_repo as repo
+from bot.storage.database import Database
+from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
+from engine.base import EngineError, Voice, VoiceProfile
+
+log = logging.getLogger(__name__)
+NAME_RE = re.compile(r"^[\w][\w \-']{0,31}$")
+DOWNLOAD_TIMEOUT_S = 30.0
+
+
+def check_name(name: str) -> str:
+    """A voice name: 1-32 letters, digits, spaces, - _ or '; no path separators or markup."""
+    clean = " ".join((name or "").split())
+    if not NAME_RE.fullmatch(clean):
+        raise UserError("A voice name has 1-32 letters, digits, spaces, - _ or ' (and starts with a letter or digit).")
+    return clean
+
+
+class VoiceService:
+    def __init__(self, db: Database, engine, settings: VoiceSettings, prefs: SettingsService) -> None:
+        self.db = db
+        self.engine = engine
+        self.settings = settings
+        self.prefs = prefs
+        self._profiles: collections.OrderedDict[tuple[str, str, str], VoiceProfile | None] = collections.OrderedDict()
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="voice-register")
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def backend(self):
+        return self.engine.backend
+
+    # -- using voices ------------------------------------------------------------------------------
+    async def resolve(self, user_id: int, guild_id: int | None, name: str | None = None) -> Voice:
+        """The Voice for this user here: the named one (if they may use it) or their active one."""
+        prefs = await self.prefs.user(user_id)
+        base = Voice(speed=prefs.speed, pitch=prefs.pitch)
+        allowed = guild_id is None or (await self.prefs.guild(guild_id)).custom_voices
+        if name:
+            if not allowed:
+                raise UserError("This server does not allow custom voices.")
+            info = await self.find_visible(user_id, guild_id, name)
+            voice_id = info.id
+        else:
+            voice_id = prefs.active_voice_id
+            if voice_id is None or not allowed:
+                return base
+            if not await repo.may_use(self.db, voice_id, user_id, guild_id):
+                return base  # the share was withdrawn
+        profile = await self.profile(voice_id)
+        if profile is None:
+            return base
+        return Voice(name=voice_id, speed=prefs.speed, pitch=prefs.pitch, profile=profile)
+
+    async def profile(self, voice_id: str) -> VoiceProfile | None:
+        """The current backend's features of a voice: an LRU in front of one indexed query."""
+        info = self.backend.info
+        key = (voice_id, info.name, info.version)
+        if key in self._profiles:
+            self._profiles.move_to_end(key)
+            return self._profiles[key]
+        found = await repo.load_features(self.db, voice_id, info.name, info.version)
+        profile = None
+        if found is not None and found.blob is not None:
+            profile = VoiceProfile(voice_id, info.name, info.version, found.blob, found.info.transcript)
+        elif found is not None:
+            log.info("voice %s has no %s %s features; deriving them from its clip", voice_id, info.name, info.version)
+            profile = await self._derive(voice_id)
+        self._profiles[key] = profile
+        while len(self._profiles) > self.settings.cache_size:
+            self._profiles.popitem(last=False)
+        return profile
+
+    async def _derive(self, voice_id: str) -> VoiceProfile | None:
+        """Extract the current backend's features from the stored reference clip (after a model change)."""
+        stored = await repo.load_clip(self.db, voice_id)
+        if stored is None:
+            return None
+        flac, transcript = stored
+        try:
+            reg = await self._run_registration(flac, transcript)
+        except EngineError as exc:
+            log.warning("voice %s: features could not be derived again: %s", voice_id, exc)
+            return None
+        info = self.backend.info
+        blob = reg.features.get((info.name, info.version))
+        if blob is None:
+            return None
+        await repo.put_features(self.db, voice_id, info.name, info.version, blob)
+        return VoiceProfile(voice_id, info.name, info.version, blob, transcript)
+
+    async def find_visible(self, user_id: int, guild_id: int | None, name: str) -> VoiceInfo:
+        wanted = " ".join(name.split()).lower()
+        for info in await repo.list_visible(self.db, user_id, guild_id, prefix=wanted, limit=50):
+            if info.name.lower() == wanted:
+                return info
+        raise UserError(f"You have no voice named {name[:40]!r} (see /voice list).")
+
+    async def find_owned(self, owner_id: int, name: str) -> VoiceInfo:
+        info = await repo.find_owned(self.db, owner_id, " ".join(name.split()))
+        if info is None:
+            raise UserError(f"You own no voice named {name[:40]!r} (see /voice list).")
+        return info
+
+    async def visible(self, user_id: int, guild_id: int | None) -> list[VoiceInfo]:
+        return await repo.list_visible(self.db, user_id, guild_id, limit=50)
+
+    async def autocomplete(self, user_id: int, guild_id: int | None, current: str,
+                           *, owned_only: bool = False) -> list[app_commands.Choice[str]]:
+        infos = await repo.list_visible(self.db, user_id, guild_id, prefix=current.strip()[:32], limit=25)
+        if owned_only:
+            infos = [i for i in infos if i.owner_id == user_id]
+        return [app_commands.Choice(name=i.name if i.owner_id == user_id else f"{i.name} (shared)", value=i.name)
+                for i in infos]
+
+    # -- registering ---------------------------------------------------------------------------------
+    async def download(self, url: str, declared_size: int) -> bytes:
+        """Fetch an attachment, refusing it before (declared size) and while (bytes received) over the cap."""
+        cap = self.settings.max_clip_bytes
+        if declared_size > cap:
+            raise UserError(f"That file is {declared_size / 1e6:.1f} MB; the limit is {cap / 1e6:.0f} MB.")
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S))
+        data = bytearray()
+        try:
+            async with self._session.get(url) as response:
+                if response.status != 200:
+                    raise UserError("I could not download that file from Discord; please upload it again.")
+                if response.content_length is not None and response.content_length > cap:
+                    raise UserError(f"That file is over the {cap / 1e6:.0f} MB limit.")
+                async for chunk in response.content.iter_chunked(65536):
+                    data += chunk
+                    if len(data) > cap:
+                        raise UserError(f"That file is over the {cap / 1e6:.0f} MB limit.")
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            raise UserError("The download of that file failed or was too slow; please upload it again.") from None
+        return bytes(data)
+
+    async def _run_registration(self, data: bytes, transcript: str):
+        from engine.registration import register_clip
+
+        backends = [self.backend] if hasattr(self.backend, "synthesize") else []
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor,
+            lambda: register_clip(data, transcript, backends, max_bytes=self.settings.max_clip_bytes),
+        )
+
+    async def register(self, owner_id: int, name: str, data: bytes, transcript: str) -> VoiceInfo:
+        """Check, analyse and store a clip as `owner_id`'s voice `name`: all of it is stored, or nothing."""
+        name = check_name(name)
+        if await repo.find_owned(self.db, owner_id, name) is not None:
+            raise UserError(f"You already have a voice named {name!r}; pick another name or delete it first.")
+        if await repo.count_owned(self.db, owner_id) >= self.settings.max_per_user:
+            raise UserError(f"You have {self.settings.max_per_user} voices, the most allowed; delete one first.")
+        try:
+            reg = await self._run_registration(data, transcript)
+        except EngineError as exc:
+            raise UserError(str(exc)) from None
+        try:
+            return await repo.add_voice(
+                self.db, owner_id=owner_id, name=name, transcript=reg.transcript, clip_flac=reg.flac,
+                clip_seconds=reg.duration_s, embedding=reg.embedding, features=dict(reg.features),
+            )
+        except DuplicateVoiceName:
+            raise UserError(f"You already have a voice named {name!r}.") from None
+
+    # -- owner actions -------------------------------------------------------------------------------
+    async def use(self, user_id: int, guild_id: int | None, name: str) -> VoiceInfo:
+        if guild_id is not None and not (await self.prefs.guild(guild_id)).custom_voices:
+            raise UserError("This server does not allow custom voices.")
+        info = await self.find_visible(user_id, guild_id, name)
+        await self.prefs.update_user(user_id, active_voice_id=info.id)
+        return info
+
+    async def reset(self, user_id: int) -> None:
+        await self.prefs.update_user(user_id, active_voice_id=None, speed=1.0, pitch=0.0)
+
+    async def set_speed_pitch(self, user_id: int, speed: float | None, pitch: float | None) -> tuple[float, float]:
+        changes = {}
+        if speed is not None:
+            if not 0.5 <= speed <= 2.0:
+                raise UserError("Speed goes from 0.5 (slow) to 2.0 (fast).")
+            changes["speed"] = float(speed)
+        if pitch is not None:
+            if not -12 <= pitch <= 12:
+                raise UserError("Pitch goes from -12 to 12 semitones.")
+            changes["pitch"] = float(pitch)
+        prefs = await self.prefs.update_user(user_id, **changes) if changes else await self.prefs.user(user_id)
+        return prefs.speed, prefs.pitch
+
+    async def rename(self, owner_id: int, name: str, new_name: str) -> VoiceInfo:
+        info = await self.find_owned(owner_id, name)
+        new_name = check_name(new_name)
+        try:
+            await repo.rename(self.db, info.id, new_name)
+        except DuplicateVoiceName:
+            raise UserError(f"You already have a voice named {new_name!r}.") from None
+        return info
+
+    async def delete(self, owner_id: int, name: str) -> VoiceInfo:
+        info = await self.find_owned(owner_id, name)
+        await repo.delete_voice(self.db, info.id)
+        for key in [k for k in self._profiles if k[0] == info.id]:
+            del self._profiles[key]
+        self.prefs.forget_user(owner_id)
+        return info
+
+    async def share(self, owner_id: int, name: str, kind: str, target_id: int, *, undo: bool = False) -> bool:
+        info = await self.find_owned(owner_id, name)
+        if kind == "user" and target_id == owner_id:
+            raise UserError("That voice is already yours.")
+        if undo:
+            return await repo.unshare(self.db, info.id, kind, target_id)
+        return await repo.share(self.db, info.id, kind, target_id)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)

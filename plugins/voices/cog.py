@@ -1,0 +1,156 @@
+"""Thin handlers for /voice ...; ownership rules and storage are in bot.voices."""
+
+from __future__ import annotations
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.errors import UserError, reply
+from bot.speech.speaker import Request
+from plugins.voices.confirm import ask
+
+CONSENT = (
+    "**Register the voice {name!r}?**\n"
+    "By confirming you state that this is your own voice, or that you have the right to use it, and that "
+    "you allow this bot to keep the clip and speak in this voice for you and for those you share it with. "
+    "You can delete it at any time with /voice delete."
+)
+PREVIEW = "This is how my voice sounds now. The quick brown fox jumps over the lazy dog."
+
+
+class VoicesCog(commands.Cog):
+    def __init__(self, bot) -> None:
+        self.bot = bot
+
+    @property
+    def voices(self):
+        return self.bot.voices
+
+    group = app_commands.Group(name="voice", description="Your registered voices")
+
+    @group.command(name="register", description="Register a voice from a 3-30 s clip of speech")
+    @app_commands.describe(name="a name for the voice", clip="WAV, FLAC, Ogg/Opus or MP3, 3-30 s of speech",
+                           transcript="what is said in the clip (helps cloning engines)")
+    async def register(self, interaction: discord.Interaction, name: str, clip: discord.Attachment,
+                       transcript: str = "") -> None:
+        from bot.voices import check_name
+
+        name = check_name(name)
+        cap = self.bot.config.voices.max_clip_bytes
+        if clip.size > cap:
+            raise UserError(f"That file is {clip.size / 1e6:.1f} MB; the limit is {cap / 1e6:.0f} MB.")
+        if len(transcript) > 1000:
+            raise UserError("Keep the transcript under 1000 characters.")
+        pressed = await ask(interaction, CONSENT.format(name=name), "I confirm")
+        if pressed is None:
+            return
+        await pressed.response.edit_message(content=f"Registering {name!r}… this takes a few seconds.", view=None)
+        try:
+            data = await self.voices.download(clip.url, clip.size)
+            info = await self.voices.register(interaction.user.id, name, data, transcript)
+        except UserError as exc:
+            await interaction.edit_original_response(content=f"Not registered: {exc}")
+            return
+        await interaction.edit_original_response(
+            content=f"Registered {info.name!r} ({info.clip_seconds:.1f} s of speech). "
+                    f"Use /voice use {info.name} to speak in it.")
+
+    @group.command(name="list", description="Your voices and those shared with you")
+    async def list_(self, interaction: discord.Interaction) -> None:
+        infos = await self.voices.visible(interaction.user.id, interaction.guild_id)
+        prefs = await self.bot.settings.user(interaction.user.id)
+        if not infos:
+            await reply(interaction, "You have no voices yet. Register one with /voice register.")
+            return
+        lines = []
+        for i in infos:
+            mark = " (active)" if i.id == prefs.active_voice_id else ""
+            whose = "" if i.owner_id == interaction.user.id else " — shared with you"
+            lines.append(f"• {discord.utils.escape_markdown(i.name)}{mark}{whose}")
+        await reply(interaction, "\n".join(lines), allowed_mentions=discord.AllowedMentions.none())
+
+    @group.command(name="use", description="Speak in this voice from now on")
+    async def use(self, interaction: discord.Interaction, name: str) -> None:
+        info = await self.voices.use(interaction.user.id, interaction.guild_id, name)
+        await reply(interaction, f"Your messages are now spoken in {info.name!r}.")
+
+    @group.command(name="reset", description="Go back to the default voice, speed and pitch")
+    async def reset(self, interaction: discord.Interaction) -> None:
+        await self.voices.reset(interaction.user.id)
+        await reply(interaction, "Back to the default voice, speed and pitch.")
+
+    @group.command(name="settings", description="Your speaking speed and pitch")
+    @app_commands.describe(speed="0.5 (slow) to 2.0 (fast)", pitch="-12 to 12 semitones")
+    async def settings(self, interaction: discord.Interaction, speed: float | None = None,
+                       pitch: float | None = None) -> None:
+        s, p = await self.voices.set_speed_pitch(interaction.user.id, speed, pitch)
+        await reply(interaction, f"Speed {s:g}, pitch {p:+g} semitones.")
+
+    @group.command(name="preview", description="Hear a voice in the voice channel")
+    @app_commands.guild_only()
+    async def preview(self, interaction: discord.Interaction, name: str, text: str = PREVIEW) -> None:
+        if len(text) > 300:
+            raise UserError("Keep preview text under 300 characters.")
+        voice = await self.voices.resolve(interaction.user.id, interaction.guild_id, name)
+        if not self.bot.speech.is_connected(interaction.guild_id):
+            raise UserError("I'm not in a voice channel here; use /join first.")
+
+        async def notify(message: str) -> None:
+            await reply(interaction, message)
+
+        self.bot.speech.enqueue(interaction.guild_id, Request(
+            text=text, voice=voice, author_id=interaction.user.id, kind="preview", notify=notify,
+            label=f"preview of {name}"))
+        await reply(interaction, f"Previewing {name!r} in the voice channel.")
+
+    @group.command(name="rename", description="Rename one of your voices")
+    async def rename(self, interaction: discord.Interaction, name: str, new_name: str) -> None:
+        await self.voices.rename(interaction.user.id, name, new_name)
+        await reply(interaction, f"Renamed to {new_name!r}.")
+
+    @group.command(name="delete", description="Delete one of your voices, its clip and features")
+    async def delete(self, interaction: discord.Interaction, name: str) -> None:
+        info = await self.voices.find_owned(interaction.user.id, name)
+        pressed = await ask(interaction, f"Delete the voice {info.name!r}, its clip and all its data?", "Delete")
+        if pressed is None:
+            return
+        await self.voices.delete(interaction.user.id, info.name)
+        await pressed.response.edit_message(content=f"Deleted {info.name!r}.", view=None)
+
+    @group.command(name="share", description="Let a user, or everyone in this server, use one of your voices")
+    @app_commands.describe(user="share with this user", server="share with everyone in this server")
+    async def share(self, interaction: discord.Interaction, name: str, user: discord.User | None = None,
+                    server: bool = False) -> None:
+        await self._share(interaction, name, user, server, undo=False)
+
+    @group.command(name="unshare", description="Stop sharing one of your voices")
+    async def unshare(self, interaction: discord.Interaction, name: str, user: discord.User | None = None,
+                      server: bool = False) -> None:
+        await self._share(interaction, name, user, server, undo=True)
+
+    async def _share(self, interaction, name, user, server, *, undo: bool) -> None:
+        if (user is None) == (not server):
+            raise UserError("Name either a user or server:true.")
+        if server and interaction.guild_id is None:
+            raise UserError("Sharing with a server works only inside that server.")
+        kind, target = ("guild", interaction.guild_id) if server else ("user", user.id)
+        changed = await self.voices.share(interaction.user.id, name, kind, target, undo=undo)
+        who = "everyone in this server" if server else user.mention
+        if undo:
+            text = f"{name!r} is no longer shared with {who}." if changed else f"{name!r} was not shared with {who}."
+        else:
+            text = f"{name!r} is now shared with {who}." if changed else f"{name!r} was already shared with {who}."
+        await reply(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+
+    @use.autocomplete("name")
+    @preview.autocomplete("name")
+    async def _visible_names(self, interaction: discord.Interaction, current: str):
+        return await self.voices.autocomplete(interaction.user.id, interaction.guild_id, current)
+
+    @rename.autocomplete("name")
+    @delete.autocomplete("name")
+    @share.autocomplete("name")
+    @unshare.autocomplete("name")
+    async def _owned_names(self, interaction: discord.Interaction, current: str):
+        return await self.voices.autocomplete(interaction.user.id, interaction.guild_id, current, owned_only=True)
