@@ -11,8 +11,8 @@ from discord import app_commands
 log = logging.getLogger("bot.errors")
 
 
-class UserError(Exception):
-    """A failure the user can act on; its message is shown to them as is."""
+class UserError(app_commands.AppCommandError):
+    """A failure the user can act on; its message is shown to them as is (also when a check raises it)."""
 
 
 def request_id() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
@@ -77,17 +78,25 @@ class ReadoutService:
         self.bucket = TokenBucket(settings.user_burst, settings.user_cooldown_s)
         self._last_author: dict[int, tuple[int, float]] = {}  # guild -> (author, time)
         self._told: dict[tuple[int, int, str], float] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
 
     async def handle(self, message: discord.Message) -> Decision:
+        """Decide and queue; one guild's messages are handled one at a time, so they are read in order."""
         guild = message.guild
         if guild is None or message.author.id == self.bot.user.id:
             return Decision(False, Skip.NOT_READOUT)
+        content = message.content  # as posted: a later edit changes the cached message, not what is read
+        lock = self._locks.setdefault(guild.id, asyncio.Lock())
+        async with lock:
+            return await self._handle(message, guild, content)
+
+    async def _handle(self, message: discord.Message, guild: discord.Guild, content: str) -> Decision:
         gp = await self.bot.settings.guild(guild.id)
         if message.channel.id not in gp.readout_channel_ids:
             return Decision(False, Skip.NOT_READOUT)
         if (message.author.bot or message.webhook_id is not None) and not gp.read_bots:
             return Decision(False, Skip.BOT)
-        if message.content.startswith(self.prefixes):
+        if content.startswith(self.prefixes):
             return Decision(False, Skip.PREFIX)
         if (await self.bot.settings.user(message.author.id)).opted_out:
             return Decision(False, Skip.OPTED_OUT)
@@ -107,7 +116,7 @@ class ReadoutService:
         bot_channel = speech.voice_channel(guild.id)
         if gp.require_in_voice and (author_channel is None or bot_channel is None or author_channel.id != bot_channel.id):
             return Decision(False, Skip.NOT_IN_VOICE)
-        text = await self._compose(message, member, gp)
+        text = await self._compose(message, content, member, gp)
         if not text:
             return Decision(False, Skip.EMPTY)
         if not self.bucket.allow((guild.id, message.author.id)):
@@ -128,12 +137,12 @@ class ReadoutService:
         self._last_author[guild.id] = (message.author.id, time.monotonic())
         return Decision(True, text=text)
 
-    async def _compose(self, message: discord.Message, member, gp) -> str:
+    async def _compose(self, message: discord.Message, content: str, member, gp) -> str:
         s = self.speech_settings
         options = TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers,
                               max_chars=gp.max_message_chars)
         names = {u.id: u.display_name for u in message.mentions}
-        body = speakable_content(message.content, message.guild, options, names)
+        body = speakable_content(content, message.guild, options, names)
         kinds = [attachment_kind(a.filename, a.content_type) for a in message.attachments]
         name = await self._spoken_name(message, member)
         sent = f"{name} sent {attachment_phrase(kinds)}" if kinds else ""

@@ -182,6 +182,14 @@ class GuildSpeaker:
         if utt.source is not None:
             utt.source.close()
         _finish(utt, Outcome.REMOVED)
+        self._report(utt, Outcome.REMOVED)
+
+    def _report(self, utt: Utterance, outcome: Outcome) -> None:
+        if self.on_utterance is not None:
+            try:
+                self.on_utterance(utt, outcome)
+            except Exception:
+                log.exception("utterance hook failed")
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
@@ -241,11 +249,7 @@ class GuildSpeaker:
             finally:
                 self.current = None
             _finish(utt, outcome)
-            if self.on_utterance is not None:
-                try:
-                    self.on_utterance(utt, outcome)
-                except Exception:
-                    log.exception("utterance hook failed")
+            self._report(utt, outcome)
 
     async def _fail(self, utt: Utterance, message: str) -> Outcome:
         utt.error = message
