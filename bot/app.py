@@ -48,6 +48,9 @@ class VoiceBot(commands.AutoShardedBot):
         self.plugins = PluginManager(self)
         self.speech: Any = None
         self.voices: Any = None
+        self.readout: Any = None  # set by the readout plugin
+        self.metrics: Any = None
+        self.web: Any = None
         self.tree.on_error = on_app_command_error
         self.synced: list[discord.app_commands.AppCommand] = []
 

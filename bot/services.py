@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from bot.metrics import BotMetrics
 from bot.speech.service import SpeechService
 from bot.voices import VoiceService
 
@@ -18,11 +19,19 @@ async def build_services(bot: VoiceBot) -> None:
     """Create the speech and voices services once the engine and database are ready."""
     bot.speech = SpeechService(bot, bot.engine, bot.config.speech)
     bot.voices = VoiceService(bot.db, bot.engine, bot.config.voices, bot.settings)
+    bot.metrics = BotMetrics(bot)
+    bot.speech.listeners.append(bot.metrics.observe)
+    if bot.config.web.enabled:
+        from bot.web import WebServer
+
+        bot.web = WebServer(bot, bot.config.web.host, bot.config.web.port)
+        await bot.web.start()
 
 
 async def stop_services(bot: VoiceBot) -> None:
     """Stop speakers and close the engine and database; each step runs even if another fails."""
-    for name, step in (("speech", getattr(bot.speech, "close", None)),
+    for name, step in (("web", getattr(getattr(bot, "web", None), "close", None)),
+                       ("speech", getattr(bot.speech, "close", None)),
                        ("voices", getattr(bot.voices, "close", None)),
                        ("engine", getattr(bot.engine, "close", None)),
                        ("database", getattr(bot.db, "close", None))):

@@ -59,6 +59,11 @@ class Utterance:
     error: str = ""
     ttfa: float | None = None
     synth_started: float | None = None
+    synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.source.frames_written * 0.02 if self.source is not None else 0.0
 
     @property
     def outcome(self) -> Outcome | None:
@@ -215,6 +220,7 @@ class GuildSpeaker:
                 async for chunk in stream:
                     yield chunk
             finally:
+                utt.synth_seconds = time.monotonic() - utt.synth_started
                 await stream.aclose()
 
     async def _next(self) -> Utterance | None:

@@ -1,0 +1,62 @@
+"""Prometheus metrics of the bot: TTFA, utterances, queues, underruns, voice connections, engine RTF and errors."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+TTFA_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+class _LiveCollector:
+    """Values read from the running services at scrape time."""
+
+    def __init__(self, bot) -> None:
+        self.bot = bot
+
+    def collect(self):
+        speech = self.bot.speech
+        queue = GaugeMetricFamily("voicebot_queue_length", "Utterances waiting per guild", labels=["guild"])
+        connections = GaugeMetricFamily("voicebot_voice_connections", "Active voice connections")
+        underruns = CounterMetricFamily("voicebot_underruns", "Silence frames inserted mid-utterance")
+        connected = 0
+        total_underruns = 0
+        for guild_id, sp in (speech.speakers.items() if speech else []):
+            queue.add_metric([str(guild_id)], len(sp.pending()))
+            connected += sp.connection.is_connected()
+            total_underruns += sp.underruns
+        connections.add_metric([], connected)
+        underruns.add_metric([], total_underruns)
+        yield from (queue, connections, underruns)
+        counters = getattr(self.bot.engine, "counters", None)
+        if counters is not None:
+            errors = CounterMetricFamily("voicebot_engine_errors", "Engine segment failures", labels=["kind"])
+            errors.add_metric(["timeout"], counters.timeouts)
+            errors.add_metric(["other"], counters.errors - counters.timeouts)
+            yield errors
+            audio = CounterMetricFamily("voicebot_engine_audio_seconds", "Audio synthesized")
+            audio.add_metric([], counters.audio_seconds)
+            synth = CounterMetricFamily("voicebot_engine_synthesis_seconds", "Time spent synthesizing")
+            synth.add_metric([], counters.synthesis_seconds)
+            rtf = GaugeMetricFamily("voicebot_engine_rtf", "Synthesis seconds per audio second, since start")
+            rtf.add_metric([], counters.synthesis_seconds / counters.audio_seconds if counters.audio_seconds else 0.0)
+            yield from (audio, synth, rtf)
+
+
+class BotMetrics:
+    def __init__(self, bot) -> None:
+        self.registry = CollectorRegistry()
+        self.ttfa = Histogram("voicebot_ttfa_seconds", "Request to first audio frame played",
+                              buckets=TTFA_BUCKETS, registry=self.registry)
+        self.utterances = Counter("voicebot_utterances", "Finished utterances", ["outcome", "kind"],
+                                  registry=self.registry)
+        self.registry.register(_LiveCollector(bot))
+
+    def observe(self, _guild_id: int, utt, outcome) -> None:
+        """A speech listener: count the utterance and record its TTFA."""
+        self.utterances.labels(outcome.value, utt.request.kind).inc()
+        if utt.ttfa is not None:
+            self.ttfa.observe(utt.ttfa)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
