@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from engine import cli_say
@@ -89,12 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".profile-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write beside the target and rename: a half-written profile never replaces a good one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
