@@ -186,6 +186,50 @@ async def bench_fairness(model: str, keys: int = 8, per_key: int = 5) -> list[Me
     ]
 
 
+async def bench_remote(model: str, rounds: int) -> list[Metric]:
+    """The remote backend through the engine server (same process, loopback) against the local engine."""
+    from engine.remote import RemoteBackend
+    from engine.server import serve_in_background
+    from engine.settings import RemoteSettings, ServerSettings
+
+    local, served = await _engine(1, model), await _engine(1, model)
+    loc_ttfa: list[float] = []
+    rem_ttfa: list[float] = []
+    loc_wall: list[float] = []
+    rem_wall: list[float] = []
+    try:
+        async with serve_in_background(served, ServerSettings(port=0)) as url:
+            remote = StreamingEngine(RemoteBackend(RemoteSettings(url=url)), _settings(1, model))
+            try:
+                await _stream_times(remote, "Warm up.")
+                for n in range(rounds):
+                    for text in OVERHEAD_TEXTS:  # alternate, and swap who goes first each round
+                        pair = [(local, loc_ttfa, loc_wall), (remote, rem_ttfa, rem_wall)]
+                        for eng, ttfa, wall in pair if n % 2 == 0 else pair[::-1]:
+                            first, last, _ = await _stream_times(eng, text)
+                            ttfa.append(first)
+                            wall.append(last)
+            finally:
+                await remote.close()
+    finally:
+        await local.close()
+        await served.close()
+    # Both swing with the load of a shared machine more than the server adds, so both compare
+    # back-to-back pairs: overhead is the median pair ratio; the remote TTFA is the local median
+    # plus the median pair difference.
+    overhead = statistics.median(r / lo for lo, r in zip(loc_wall, rem_wall))
+    loc_total, rem_total = sum(loc_wall), sum(rem_wall)
+    loc = statistics.median(loc_ttfa)
+    rem = loc + statistics.median(r - lo for lo, r in zip(loc_ttfa, rem_ttfa))
+    return [
+        Metric("remote_vs_local_overhead", overhead, "<= 1.15", overhead <= 1.15,
+               f"median of pairs; totals to the last frame: server {rem_total:.2f} s, local {loc_total:.2f} s"),
+        Metric("remote_vs_local_ttfa", rem / loc, "<= 1.1 x local + 20 ms", rem <= 1.1 * loc + 0.020,
+               f"through the server {rem * 1000:.0f} ms vs local {loc * 1000:.0f} ms (paired; raw medians "
+               f"{statistics.median(rem_ttfa) * 1000:.0f} vs {loc * 1000:.0f} ms)"),
+    ]
+
+
 
 async def run_all(model: str, rounds: int, utterances: int, only: list[str] | None) -> list[Metric]:
     metrics: list[Metric] = []
@@ -195,6 +239,8 @@ async def run_all(model: str, rounds: int, utterances: int, only: list[str] | No
         metrics += await bench_scaling(model, utterances, rounds)
     if not only or "fairness" in only:
         metrics += await bench_fairness(model)
+    if not only or "remote" in only:
+        metrics += await bench_remote(model, rounds)
     return metrics
 
 
@@ -202,7 +248,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled one)")
     p.add_argument("--rounds", type=int, default=3, help="repetitions of each latency measurement")
     p.add_argument("--utterances", type=int, default=4, help="concurrent utterances in the scaling runs")
-    p.add_argument("--only", action="append", choices=("latency", "scaling", "fairness"), help="run only these")
+    p.add_argument("--only", action="append", choices=("latency", "scaling", "fairness", "remote"), help="run only these")
 
 
 def run(args: argparse.Namespace) -> int:

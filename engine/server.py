@@ -1,0 +1,665 @@
+"""The engine server: OpenAI's speech API over a StreamingEngine, streamed as synthesized (aiohttp).
+
+`python -m engine serve [--host H] [--port P]`, one process per GPU. Routes:
+
+- `POST /v1/audio/speech` JSON `{model, input, voice, response_format, speed}`; unknown fields are
+  ignored. Extensions: `sample_rate` (pcm/wav output rate, one of SAMPLE_RATES) and `pitch`
+  (semitones, -12..12). The body is chunked and written as each piece is synthesized.
+  - `pcm`: raw s16le mono at 24 kHz like OpenAI's (or `sample_rate`); the rate is also sent in
+    the `X-Sample-Rate` header.
+  - `wav`: a WAV header with unknown sizes (0xFFFFFFFF), then the same PCM. The default when
+    `response_format` is absent (OpenAI's default, mp3, is not offered).
+  - `opus`: Ogg/Opus at 48 kHz mono, encoded by libsndfile with ~100 ms Ogg pages.
+  - `mp3`, `aac`, `flac`: 400 "not supported by this server".
+  - `model`: "default", an OpenAI model name (tts-1, tts-1-hd, gpt-4o-mini-tts) or the backend's
+    name: all the same engine. `voice`: "default"; a voice the backend lists; a registered id
+    (`GET /v1/voices`); or an OpenAI voice name (alloy, echo, ...): on a single-speaker model these
+    are all the default voice (no pitch trick: it would cost a WORLD pass per segment), on a
+    multi-speaker model each name is one of its speakers.
+- `POST /v1/voices` multipart `file` (WAV/FLAC/Ogg/MP3, at most max_upload_bytes), `name`,
+  `transcript` -> `{"id", "name", ...}`, registered by engine.registration.register_clip off the
+  loop and kept in a VoiceStore folder; `GET /v1/voices` lists them.
+- `GET /healthz` (no auth) -> `{"status": "ok", "backend", "version", "sample_rate", ...}`.
+- `GET /metrics`: Prometheus text from a per-app registry.
+
+Auth: with a key in the environment variable `settings.api_key_env` (several keys may be given,
+comma-separated) every route but /healthz needs `Authorization: Bearer <key>`. Without one, any or
+no token is accepted, and the server refuses to listen beyond loopback. Errors are OpenAI-shaped:
+`{"error": {"message", "type", "param", "code"}}`. Each request's segments are scheduled by the
+engine's fair scheduler keyed by client (its token's fingerprint, else its address), so
+`per_key_limit` is a per-client limit here; at most `max_streams` streams run at once (429 past it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import os
+import signal
+import struct
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from engine.base import EngineError, SynthesisTimeout, TextRejected, Voice
+from engine.settings import EngineSettings, ServerSettings
+from engine.streaming import StreamingEngine
+from engine.voice_store import MAX_NAME_CHARS, StoredVoice, VoiceStore, is_voice_id
+
+log = logging.getLogger(__name__)
+
+OPENAI_RATE = 24_000
+OPUS_RATE = 48_000
+SAMPLE_RATES = (8_000, 16_000, 22_050, 24_000, 44_100, 48_000)
+FORMATS = ("pcm", "wav", "opus")
+MODELS = ("default", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+    "marin", "cedar",
+)
+MIN_SPEED, MAX_SPEED = 0.25, 4.0
+MAX_PITCH = 12.0
+MAX_TRANSCRIPT_BYTES = 8_000
+_JSON_OVERHEAD = 16_384
+_MULTIPART_OVERHEAD = 65_536
+_SFC_SET_OGG_PAGE_LATENCY_MS = 0x1302  # libsndfile >= 1.2
+OPEN_PATHS = frozenset({"/healthz"})
+
+# A registrar turns an upload (bytes, transcript) into (features for this backend, FLAC of the clip).
+Registrar = Callable[[bytes, str], tuple[bytes, bytes]]
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI does: status plus {"error": {...}}."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
+
+    def response(self) -> web.Response:
+        body = {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return web.json_response(body, status=self.status)
+
+
+# -- encoders ---------------------------------------------------------------------------------------
+
+
+class _PcmEncoder:
+    content_type = "audio/pcm"
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+
+    def header(self) -> bytes:
+        return b""
+
+    async def encode(self, pcm: bytes) -> bytes:
+        return pcm
+
+    async def finish(self) -> bytes:
+        return b""
+
+
+class _WavEncoder(_PcmEncoder):
+    content_type = "audio/wav"
+
+    def header(self) -> bytes:
+        """RIFF/WAVE, PCM s16 mono, both sizes 0xFFFFFFFF: the length is not known while streaming."""
+        unknown = 0xFFFFFFFF
+        fmt = struct.pack("<HHIIHH", 1, 1, self.rate, self.rate * 2, 2, 16)
+        return b"RIFF" + struct.pack("<I", unknown) + b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", unknown)
+
+
+class _Sink:
+    """A write-only file for libsndfile that hands out what was written since the last take()."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+
+    def write(self, data: bytes) -> int:
+        self._buf += bytes(data)
+        self._pos += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if (whence in (1, 2) and offset == 0) or (whence == 0 and offset == self._pos):
+            return self._pos
+        raise OSError("the output stream cannot seek")
+
+    def read(self, n: int = -1) -> bytes:
+        return b""
+
+    def take(self) -> bytes:
+        out, self._buf = bytes(self._buf), bytearray()
+        return out
+
+
+class _OpusEncoder:
+    """Ogg/Opus through libsndfile; encoding runs in a thread (it is CPU work)."""
+
+    content_type = "audio/ogg"
+
+    def __init__(self) -> None:
+        import soundfile as sf
+
+        self.rate = OPUS_RATE
+        self._sink = _Sink()
+        self._file = sf.SoundFile(self._sink, "w", samplerate=OPUS_RATE, channels=1, format="OGG", subtype="OPUS")
+        try:  # short pages, so the stream is not held back a second at a time (private soundfile API)
+            from soundfile import _ffi, _snd
+
+            latency = _ffi.new("double*", 100.0)
+            _snd.sf_command(self._file._file, _SFC_SET_OGG_PAGE_LATENCY_MS, latency, _ffi.sizeof("double"))
+        except Exception:  # noqa: BLE001 - default pages (about 1 s) still stream
+            log.debug("cannot shorten Ogg pages", exc_info=True)
+
+    def header(self) -> bytes:
+        return b""
+
+    def _write(self, pcm: bytes) -> bytes:
+        self._file.write(np.frombuffer(pcm, dtype="<i2"))
+        return self._sink.take()
+
+    def _close(self) -> bytes:
+        self._file.close()
+        return self._sink.take()
+
+    async def encode(self, pcm: bytes) -> bytes:
+        return await asyncio.to_thread(self._write, pcm) if pcm else b""
+
+    async def finish(self) -> bytes:
+        return await asyncio.to_thread(self._close)
+
+    def close(self) -> None:
+        if not self._file.closed:
+            with contextlib.suppress(Exception):
+                self._file.close()
+
+
+def _encoder(fmt: str, rate: int) -> Any:
+    if fmt == "opus":
+        return _OpusEncoder()
+    return _WavEncoder(rate) if fmt == "wav" else _PcmEncoder(rate)
+
+
+# -- requests -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    text: str
+    voice: str
+    fmt: str
+    speed: float
+    pitch: float
+    rate: int
+
+
+def _number(body: dict[str, Any], name: str, default: float, low: float, high: float) -> float:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+        raise ApiError(400, f"'{name}' must be a number from {low:g} to {high:g}.", code="invalid_value", param=name)
+    return float(value)
+
+
+def parse_speech(body: Any, engine_name: str, max_chars: int) -> SpeechRequest:
+    """Validate a /v1/audio/speech body (a parsed JSON value); unknown fields are ignored."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    model = body.get("model", "default")
+    if not isinstance(model, str) or model not in (*MODELS, engine_name):
+        raise ApiError(404, f"The model {model!r} does not exist; use one of: {', '.join(MODELS)}.",
+                       code="model_not_found", param="model")
+    text = body.get("input")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "'input' must be a non-empty string.", code="invalid_value", param="input")
+    if len(text) > max_chars:
+        raise ApiError(400, f"'input' is {len(text)} characters; the limit is {max_chars}.",
+                       code="string_above_max_length", param="input")
+    voice = body.get("voice", "default")
+    if isinstance(voice, dict):  # newer clients send {"id": ...} for custom voices
+        voice = voice.get("id")
+    if not isinstance(voice, str) or len(voice) > 200:
+        raise ApiError(400, "'voice' must be a voice name or id.", code="invalid_value", param="voice")
+    fmt = body.get("response_format") or "wav"
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise ApiError(400, f"response_format {fmt!r} is not supported by this server; use one of: {', '.join(FORMATS)}.",
+                       code="unsupported_response_format", param="response_format")
+    if body.get("stream_format") not in (None, "audio"):
+        raise ApiError(400, "Only stream_format 'audio' is supported.", code="invalid_value", param="stream_format")
+    speed = _number(body, "speed", 1.0, MIN_SPEED, MAX_SPEED)
+    pitch = _number(body, "pitch", 0.0, -MAX_PITCH, MAX_PITCH)
+    rate = body.get("sample_rate") or OPENAI_RATE
+    if rate not in SAMPLE_RATES or isinstance(rate, bool):
+        raise ApiError(400, f"'sample_rate' must be one of {', '.join(map(str, SAMPLE_RATES))}.",
+                       code="invalid_value", param="sample_rate")
+    return SpeechRequest(text, voice.strip(), fmt, speed, pitch, OPUS_RATE if fmt == "opus" else int(rate))
+
+
+async def _read_bounded(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(limit)
+    out = bytearray()
+    while True:
+        chunk = await request.content.read(65_536)
+        if not chunk:
+            return bytes(out)
+        out += chunk
+        if len(out) > limit:
+            raise _too_large(limit)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"The request body is larger than {limit} bytes.", code="request_too_large")
+
+
+# -- the app ------------------------------------------------------------------------------------------
+
+
+class _Metrics:
+    def __init__(self, engine: StreamingEngine) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("engine_server_requests", "HTTP requests by route and status",
+                                ("route", "status"), registry=self.registry)
+        self.errors = Counter("engine_server_errors", "Failed requests by error code", ("code",), registry=self.registry)
+        self.ttfa = Histogram("engine_server_ttfa_seconds", "Request start to first audio byte written",
+                              buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0),
+                              registry=self.registry)
+        self.active = Gauge("engine_server_active_streams", "Speech responses being streamed", registry=self.registry)
+        self.audio = Counter("engine_server_audio_seconds", "Audio seconds sent", registry=self.registry)
+        self.registry.register(_EngineCollector(engine))
+
+
+class _EngineCollector:
+    """The engine's own counters and scheduler state, read at scrape time."""
+
+    def __init__(self, engine: StreamingEngine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Any:
+        for name, value in self.engine.counters.snapshot().items():
+            yield GaugeMetricFamily(f"engine_{name}", f"StreamingEngine counter {name}", value=float(value))
+        stats = self.engine.scheduler.stats()
+        yield GaugeMetricFamily("engine_scheduler_running", "Segments synthesizing now", value=stats.running)
+        yield GaugeMetricFamily("engine_scheduler_waiting", "Segments waiting for a slot", value=sum(stats.waiting.values()))
+
+
+def _bearer(request: web.Request) -> str | None:
+    auth = request.headers.get("Authorization", "")
+    scheme, _, token = auth.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def client_key(request: web.Request) -> str:
+    """The scheduler key of a request: its token's fingerprint, else the peer address."""
+    token = _bearer(request)
+    if token:
+        return "key:" + hashlib.sha256(token.encode()).hexdigest()[:12]
+    return "addr:" + (request.remote or "unknown")
+
+
+def api_keys_from_env(settings: ServerSettings) -> str | None:
+    value = os.environ.get(settings.api_key_env, "").strip()
+    return value or None
+
+
+def registrar_for(engine: StreamingEngine, settings: ServerSettings) -> Registrar:
+    """The default registrar: engine.registration.register_clip for this engine's backend."""
+
+    def register(data: bytes, transcript: str) -> tuple[bytes, bytes]:
+        from engine.registration import register_clip
+
+        reg = register_clip(data, transcript, [engine.backend], engine.settings,  # type: ignore[list-item]
+                            max_bytes=settings.max_upload_bytes)
+        return reg.features.get((engine.info.name, engine.info.version), b""), reg.flac
+
+    return register
+
+
+def create_app(
+    engine: StreamingEngine,
+    settings: ServerSettings,
+    *,
+    api_key: str | None,
+    voice_store: VoiceStore | None = None,
+    registrar: Registrar | None = None,
+    max_streams: int = 64,
+) -> web.Application:
+    """The server's aiohttp app over a running engine (the caller owns and closes the engine)."""
+    keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())
+    store = voice_store if voice_store is not None else VoiceStore()
+    register = registrar or registrar_for(engine, settings)
+    metrics = _Metrics(engine)
+    info = engine.info
+    max_chars = settings.max_input_chars
+    speakers = info.voices[1:] if len(info.voices) > 1 else ()
+    registering = asyncio.Semaphore(1)  # registration is CPU-heavy: one at a time
+    active = 0
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
+        route = request.match_info.route.resource.canonical if request.match_info.route.resource else "other"
+        try:
+            resp = await handler(request)
+        except ApiError as exc:
+            resp = exc.response()
+            metrics.errors.labels(exc.code or exc.type).inc()
+        except web.HTTPException as exc:
+            if exc.status == 413:
+                err = _too_large(settings.max_upload_bytes + _MULTIPART_OVERHEAD)
+            else:
+                err = ApiError(exc.status, exc.reason, code=str(exc.status))
+            resp = err.response()
+            metrics.errors.labels(err.code).inc()
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception:  # a bug before any byte was sent: still an OpenAI-shaped 500
+            log.exception("request %s %s failed", request.method, request.path)
+            resp = ApiError(500, "The voice server failed; see its log.", type="server_error", code="internal_error").response()
+            metrics.errors.labels("internal_error").inc()
+        metrics.requests.labels(route, str(resp.status)).inc()
+        return resp
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
+        if keys and request.path not in OPEN_PATHS:
+            token = _bearer(request) or ""
+            if not any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
+                raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",
+                               code="invalid_api_key")
+        return await handler(request)
+
+    def resolve_voice(req: SpeechRequest) -> Voice:
+        name = req.voice
+        if name in ("", "default"):
+            return Voice(speed=req.speed, pitch=req.pitch)
+        if is_voice_id(name):
+            stored: StoredVoice | None = store.get(name)
+            if stored is None:
+                raise ApiError(404, f"No voice with id {name!r} is registered here.", code="voice_not_found", param="voice")
+            if stored.profile.backend != info.name:
+                raise ApiError(400, f"Voice {name!r} was registered for the {stored.profile.backend} backend; register it again.",
+                               code="voice_backend_mismatch", param="voice")
+            return Voice(name="default", speed=req.speed, pitch=req.pitch, profile=stored.profile)
+        if name in info.voices:
+            return Voice(name=name, speed=req.speed, pitch=req.pitch)
+        if name.lower() in OPENAI_VOICES:
+            builtin = speakers[OPENAI_VOICES.index(name.lower()) % len(speakers)] if speakers else "default"
+            return Voice(name=builtin, speed=req.speed, pitch=req.pitch)
+        raise ApiError(404, f"The voice {name!r} does not exist; see GET /v1/voices.", code="voice_not_found", param="voice")
+
+    async def speech(request: web.Request) -> web.StreamResponse:
+        nonlocal active
+        t0 = time.perf_counter()
+        raw = await _read_bounded(request, _JSON_OVERHEAD + 12 * max_chars)
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "The request body is not valid JSON.", code="invalid_json") from None
+        req = parse_speech(body, info.name, max_chars)
+        voice = resolve_voice(req)
+        if active >= max_streams:
+            raise ApiError(429, "The voice server is busy; try again shortly.", type="rate_limit_error", code="server_busy")
+        active += 1
+        metrics.active.inc()
+        encoder = _encoder(req.fmt, req.rate)
+        chunks = engine.stream(req.text, voice, key=client_key(request), rate=req.rate, channels=1)
+        try:
+            return await _stream(request, chunks, encoder, req, t0)
+        finally:
+            await chunks.aclose()
+            if hasattr(encoder, "close"):
+                encoder.close()
+            active -= 1
+            metrics.active.dec()
+
+    async def _stream(request: web.Request, chunks: AsyncIterator[Any], encoder: Any, req: SpeechRequest,
+                      t0: float) -> web.StreamResponse:
+        try:
+            first = await chunks.__anext__()
+        except TextRejected as exc:
+            raise ApiError(400, str(exc), code="invalid_input", param="input") from exc
+        except SynthesisTimeout as exc:
+            raise ApiError(500, str(exc), type="server_error", code="synthesis_timeout") from exc
+        except EngineError as exc:
+            raise ApiError(500, str(exc), type="server_error", code="engine_error") from exc
+        resp = web.StreamResponse(headers={
+            "Content-Type": encoder.content_type,
+            "X-Sample-Rate": str(encoder.rate),
+            "X-Channels": "1",
+            "X-Sample-Format": "s16le" if req.fmt != "opus" else "opus",
+            "Cache-Control": "no-store",
+        })
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        sent = 0.0
+        try:
+            await resp.write(encoder.header() + await encoder.encode(first.pcm))
+            metrics.ttfa.observe(time.perf_counter() - t0)
+            sent += first.duration
+            async for chunk in chunks:
+                await resp.write(await encoder.encode(chunk.pcm))
+                sent += chunk.duration
+            await resp.write(await encoder.finish())
+            await resp.write_eof()
+        except ConnectionError:
+            log.debug("client went away mid-stream")
+        except Exception as exc:  # headers are out: break the chunked body so the client sees a failure
+            if isinstance(exc, EngineError):
+                log.warning("speech failed mid-stream: %s", exc)
+            else:
+                log.exception("speech failed mid-stream")
+            metrics.errors.labels("midstream").inc()
+            if request.transport is not None:
+                request.transport.close()
+        finally:
+            metrics.audio.inc(sent)
+        return resp
+
+    async def list_voices(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [v.public() for v in store.list()]})
+
+    async def add_voice(request: web.Request) -> web.Response:
+        limit = settings.max_upload_bytes + _MULTIPART_OVERHEAD
+        if request.content_length is not None and request.content_length > limit:
+            raise _too_large(limit)
+        if not request.content_type.startswith("multipart/"):
+            raise ApiError(400, "Send the clip as multipart/form-data with fields file, name and transcript.",
+                           code="invalid_upload")
+        fields = await _read_multipart(request, settings.max_upload_bytes)
+        data = fields.get("file")
+        if not data:
+            raise ApiError(400, "The upload has no 'file' field (the reference clip).", code="invalid_upload", param="file")
+        name = fields.get("name", b"").decode("utf-8", "replace").strip()[:MAX_NAME_CHARS] or "voice"
+        transcript = fields.get("transcript", b"").decode("utf-8", "replace")
+        async with registering:
+            try:
+                features, flac = await asyncio.to_thread(register, data, transcript)
+            except EngineError as exc:  # ClipRejected, TextRejected: the message says what to do
+                raise ApiError(400, str(exc), code="invalid_clip", param="file") from exc
+            from engine.registration import voice_id_for
+
+            stored = await asyncio.to_thread(
+                store.add, voice_id_for(flac), name, backend=info.name, backend_version=info.version,
+                features=features, transcript=transcript.strip(), clip_flac=flac)
+        return web.json_response(stored.public())
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({
+            "status": "ok", "backend": info.name, "version": info.version, "sample_rate": info.sample_rate,
+            "clones": info.clones, "voices": list(info.voices), "pcm_rate": OPENAI_RATE, "registered_voices": len(store),
+        })
+
+    async def metrics_route(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(metrics.registry))
+        resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        return resp
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "voicebot"} for m in MODELS]})
+
+    app = web.Application(middlewares=[errors, auth], client_max_size=settings.max_upload_bytes + _MULTIPART_OVERHEAD)
+    app.router.add_post("/v1/audio/speech", speech)
+    app.router.add_get("/v1/voices", list_voices)
+    app.router.add_post("/v1/voices", add_voice)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_route)
+    return app
+
+
+async def _read_multipart(request: web.Request, max_file: int) -> dict[str, bytes]:
+    fields: dict[str, bytes] = {}
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            name = getattr(part, "name", None)
+            if name not in ("file", "name", "transcript") or name in fields:
+                continue
+            limit = max_file if name == "file" else MAX_TRANSCRIPT_BYTES
+            buf = bytearray()
+            while chunk := await part.read_chunk(65_536):  # type: ignore[union-attr]
+                buf += chunk
+                if len(buf) > limit:
+                    raise ApiError(413, f"The '{name}' field is larger than {limit} bytes.", code="request_too_large", param=name)
+            fields[name] = bytes(buf)
+    except (ValueError, AssertionError) as exc:
+        raise ApiError(400, "The multipart body is malformed.", code="invalid_upload") from exc
+    return fields
+
+
+# -- running it ---------------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str | None, settings: ServerSettings) -> None:
+    """Refuse to listen beyond loopback without an API key (EngineError: one line for the CLI)."""
+    if not api_key and not is_loopback(host):
+        raise EngineError(
+            f"refusing to listen on {host or 'all interfaces'} without an API key: set {settings.api_key_env}, "
+            "or bind to 127.0.0.1"
+        )
+
+
+@contextlib.asynccontextmanager
+async def serve_in_background(
+    engine: StreamingEngine,
+    settings: ServerSettings | None = None,
+    *,
+    api_key: str | None = None,
+    **app_options: Any,
+) -> AsyncIterator[str]:
+    """Run the server on this loop while the block runs; yields its base URL. Port 0 (the default
+    here) picks a free port. The engine is not closed on exit."""
+    settings = settings or ServerSettings(port=0)
+    check_bind(settings.host, api_key, settings)
+    app = create_app(engine, settings, api_key=api_key, **app_options)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=1.0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        yield f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def run_server(
+    engine_settings: EngineSettings,
+    *,
+    api_key: str | None,
+    voices_dir: str | Path | None,
+    max_streams: int = 64,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Build the engine, serve until SIGINT/SIGTERM, then close everything."""
+    from engine.factory import build_engine
+
+    settings = engine_settings.server
+    check_bind(settings.host, api_key, settings)
+    engine = build_engine(engine_settings)
+    try:
+        await engine.warm_up()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        store = VoiceStore(voices_dir)
+        try:
+            async with serve_in_background(engine, settings, api_key=api_key, voice_store=store,
+                                           max_streams=max_streams) as url:
+                (ready or (lambda u: print(f"engine server on {u} ({engine.info.name})", file=sys.stderr, flush=True)))(url)
+                await stop.wait()
+        except OSError as exc:
+            raise EngineError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from exc
+    finally:
+        await engine.close()
+
+
+def _default_voices_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "voicebot", "engine-voices")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli_say import add_engine_arguments
+
+    defaults = ServerSettings()
+    p.add_argument("--host", default=defaults.host, help=f"address to listen on (default {defaults.host})")
+    p.add_argument("--port", type=int, default=defaults.port, help=f"port (default {defaults.port}; 0 picks one)")
+    p.add_argument("--workers", type=int, default=EngineSettings.workers, help="inference threads")
+    p.add_argument("--max-concurrency", type=int, default=None, help="segments synthesizing at once (default: workers)")
+    p.add_argument("--per-client", type=int, default=None, help="segments of one client at once (default: max-concurrency)")
+    p.add_argument("--max-streams", type=int, default=64, help="speech responses at once; past it: 429")
+    p.add_argument("--max-input-chars", type=int, default=defaults.max_input_chars, help="longest 'input' accepted")
+    p.add_argument("--voices-dir", default=_default_voices_dir(), help="folder of registered voices")
+    add_engine_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.cli_say import engine_settings
+
+    if not 0 <= args.port <= 65535:
+        raise EngineError("--port must be from 0 to 65535.")
+    concurrency = max(1, args.max_concurrency or args.workers)
+    base = engine_settings(args)
+    server = replace(base.server, host=args.host, port=args.port, max_input_chars=args.max_input_chars)
+    settings = replace(
+        base, workers=max(1, args.workers), max_concurrency=concurrency, per_key_limit=max(1, args.per_client or concurrency),
+        max_text_chars=max(base.max_text_chars, args.max_input_chars), server=server,
+    )
+    asyncio.run(run_server(settings, api_key=api_keys_from_env(server), voices_dir=args.voices_dir,
+                           max_streams=max(1, args.max_streams)))
+    return 0

@@ -1,0 +1,148 @@
+"""The engine server's registered voices: an in-memory index over a folder, one voice per id.
+
+Layout of the folder (created on first write): `<id>.json` (name, backend, backend_version,
+transcript, created_at), `<id>.features` (the backend's feature blob) and, when the clip was
+decoded, `<id>.flac` (the reference, so features can be derived again after a model change).
+Files are written atomically (temp file + rename); a voice whose files are damaged is skipped at
+load with a warning. Ids are engine.registration's (`v` + 16 hex of the clip's hash), so the same
+clip uploaded twice is one voice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.base import EngineError, VoiceProfile
+
+log = logging.getLogger(__name__)
+
+_ID_RE = re.compile(r"^v[0-9a-f]{16}$")
+MAX_NAME_CHARS = 100
+
+
+class VoiceStoreFull(EngineError):
+    """The store holds its maximum number of voices."""
+
+
+@dataclass(frozen=True)
+class StoredVoice:
+    id: str
+    name: str
+    profile: VoiceProfile
+    created_at: int
+
+    def public(self) -> dict[str, object]:
+        """What `GET /v1/voices` shows (never the features)."""
+        return {
+            "id": self.id,
+            "object": "voice",
+            "name": self.name,
+            "backend": self.profile.backend,
+            "created_at": self.created_at,
+        }
+
+
+def is_voice_id(value: str) -> bool:
+    return bool(_ID_RE.match(value))
+
+
+class VoiceStore:
+    """Voices by id, kept in memory and, when `folder` is given, on disk. Thread-safe."""
+
+    def __init__(self, folder: str | Path | None = None, *, max_voices: int = 10_000) -> None:
+        self.folder = Path(folder).expanduser() if folder else None
+        self.max_voices = max_voices
+        self._lock = threading.Lock()
+        self._voices: dict[str, StoredVoice] = {}
+        if self.folder is not None and self.folder.is_dir():
+            self._load()
+
+    def _load(self) -> None:
+        assert self.folder is not None
+        for meta_path in sorted(self.folder.glob("v*.json")):
+            vid = meta_path.stem
+            if not is_voice_id(vid):
+                continue
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+                features = (self.folder / f"{vid}.features").read_bytes()
+                profile = VoiceProfile(
+                    voice_id=vid,
+                    backend=str(meta["backend"]),
+                    backend_version=str(meta["backend_version"]),
+                    features=features,
+                    transcript=str(meta.get("transcript", "")),
+                )
+                self._voices[vid] = StoredVoice(vid, str(meta["name"]), profile, int(meta["created_at"]))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping damaged voice %s in %s: %s", vid, self.folder, exc)
+
+    def __len__(self) -> int:
+        return len(self._voices)
+
+    def get(self, voice_id: str) -> StoredVoice | None:
+        return self._voices.get(voice_id)
+
+    def list(self) -> list[StoredVoice]:
+        with self._lock:
+            return sorted(self._voices.values(), key=lambda v: (v.created_at, v.id))
+
+    def add(
+        self,
+        voice_id: str,
+        name: str,
+        *,
+        backend: str,
+        backend_version: str,
+        features: bytes,
+        transcript: str = "",
+        clip_flac: bytes | None = None,
+    ) -> StoredVoice:
+        """Store (or replace) a voice and return it (blocking file I/O: call it off the event loop)."""
+        if not is_voice_id(voice_id):
+            raise ValueError(f"not a voice id: {voice_id!r}")
+        name = name.strip()[:MAX_NAME_CHARS] or "voice"
+        vid = voice_id
+        with self._lock:
+            if vid not in self._voices and len(self._voices) >= self.max_voices:
+                raise VoiceStoreFull(f"The server holds its limit of {self.max_voices} voices.")
+            profile = VoiceProfile(vid, backend, backend_version, features, transcript)
+            voice = StoredVoice(vid, name, profile, int(time.time()))
+            if self.folder is not None:
+                self._write(voice, clip_flac)
+            self._voices[vid] = voice
+        return voice
+
+    def _write(self, voice: StoredVoice, clip_flac: bytes | None) -> None:
+        assert self.folder is not None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "name": voice.name,
+            "backend": voice.profile.backend,
+            "backend_version": voice.profile.backend_version,
+            "transcript": voice.profile.transcript,
+            "created_at": voice.created_at,
+        }
+        if clip_flac:
+            _atomic_write(self.folder / f"{voice.id}.flac", clip_flac)
+        _atomic_write(self.folder / f"{voice.id}.features", voice.profile.features)
+        _atomic_write(self.folder / f"{voice.id}.json", json.dumps(meta, sort_keys=True).encode())  # last: marks it complete
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
