@@ -1,0 +1,70 @@
+"""The remote path end to end: bot -> remote backend -> engine server (Piper) -> sandbox capture."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bot.demo import sandbox_settings, start_bot
+from engine.factory import build_engine
+from engine.server import serve_in_background
+from engine.settings import EngineSettings, ServerSettings
+from tests.audio_util import envelope_correlation, mono, rms
+from tests.e2e.conftest import make_settings
+
+pytestmark = pytest.mark.e2e
+TEXT = "Speech from the engine server, streamed to the bot and on into the voice channel."
+
+
+async def _heard(sb, demo, text):
+    capture = sb.capture(demo.guild)
+    capture.clear()
+    it = await sb.slash(demo.alice, demo.general, "say", text=text)
+    assert await it.wait_text(timeout=30) == "Speaking."
+    await capture.wait_for_audio(1.0, timeout=60)
+    await capture.wait_until_silent(0.8, timeout=60)
+    return mono(capture.pcm())
+
+
+async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
+    server_engine = build_engine(EngineSettings())
+    await server_engine.warm_up()
+    try:
+        async with serve_in_background(server_engine, ServerSettings(port=0)) as url:
+            settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
+            remote = dataclasses.replace(settings.engine, backend="remote",
+                                         remote=dataclasses.replace(settings.engine.remote, url=url))
+            settings = dataclasses.replace(settings, engine=remote)
+            running = await start_bot(sb, sandbox_settings(settings, sb))
+            try:
+                assert running.bot.engine.info.name == "remote"
+                heard = await _heard(sb, demo, TEXT)
+                served_segments = server_engine.counters.segments_done
+                assert served_segments >= 1  # the speech really came from the server's engine
+                local = mono(await server_engine.synthesize_all(TEXT, __import__("engine.base").base.Voice()))
+                assert rms(heard) > 0.02
+                assert abs(len(heard) - len(local)) / len(local) < 0.2, (len(heard), len(local))
+                assert envelope_correlation(heard, local) > 0.5
+            finally:
+                await running.stop()
+    finally:
+        await server_engine.close()
+
+
+async def test_unreachable_engine_server_is_reported_to_the_user(sb, demo, tmp_path):
+    settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
+    remote = dataclasses.replace(settings.engine, backend="remote",
+                                 remote=dataclasses.replace(settings.engine.remote, url="http://127.0.0.1:9",
+                                                            retries=0, connect_timeout_s=1.0))
+    running = await start_bot(sb, sandbox_settings(dataclasses.replace(settings, engine=remote), sb))
+    try:
+        it = await sb.slash(demo.alice, demo.general, "say", text="Nobody will synthesize this.")
+        told = await it.wait(lambda i: next((r for r in i.responses if "unreachable" in (r.content or "")), None),
+                             timeout=30, what="the failure follow-up")
+        assert told.ephemeral and "http://127.0.0.1:9" in told.content
+        assert not sb.capture(demo.guild).voiced
+        it = await sb.slash(demo.alice, demo.general, "queue")
+        assert await it.wait_text() == "Nothing is waiting."  # the bot is still up and answering
+    finally:
+        await running.stop()
