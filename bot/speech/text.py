@@ -258,7 +258,8 @@ class _Renderer:
             if gap.strip():
                 last = None
             if m.lastgroup == "escape":
-                pieces.append(m["escaped"])
+                if unicodedata.category(m["escaped"])[0] != "C":  # an escaped joiner is no character
+                    pieces.append(m["escaped"])
                 last = None
                 continue
             words = getattr(self, m.lastgroup)(m).strip()
