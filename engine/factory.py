@@ -30,7 +30,7 @@ def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
 
         return PiperBackend(settings.piper, workers=settings.workers)
     if name == "cosyvoice2":
-        return _lazy("engine.cosyvoice", "CosyVoiceBackend", "cosyvoice2")(settings.cosyvoice)
+        return _lazy("engine.cosyvoice", "CosyVoiceBackend", "cosyvoice2")(settings.cosyvoice, workers=settings.workers)
     if name == "remote":
         return _lazy("engine.remote", "RemoteBackend", "remote")(settings.remote)
     raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")

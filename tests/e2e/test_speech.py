@@ -158,3 +158,36 @@ async def test_dropped_voice_websocket_reconnects_and_the_rest_of_the_queue_is_h
     await capture.wait_until_silent(1.0, timeout=60)
     assert len(utterances(capture.packets)) >= 3
     assert sb.voice_connected(demo.guild)
+
+
+async def test_follows_when_moved_and_leaves_when_alone(sb, demo, bot):
+    it = await sb.slash(demo.alice, demo.general, "join")
+    await it.wait_text(timeout=20)
+    await sb.wait_voice_connected(demo.guild)
+    lounge = demo.guild.voice_channel("Lounge")
+    await sb.user_joins_voice(demo.alice, lounge)
+    await sb.move_member(sb.bot_user, lounge, demo.guild)
+    await asyncio.sleep(1.0)
+    assert sb.bot_voice_channel(demo.guild) is lounge
+    capture = sb.capture(demo.guild)
+    await say(sb, demo.alice, demo.general, "Still here after the move.")
+    await capture.wait_for_audio(0.5, timeout=30)
+    assert bot.speech.voice_channel(demo.guild.id).id == lounge.id
+    await capture.wait_until_silent(0.5, timeout=30)
+    await sb.user_leaves_voice(demo.alice, demo.guild)
+    await sb.wait_voice_connected(demo.guild, timeout=15, connected=False)
+
+
+async def test_leaves_after_idle_time(sb, demo, tmp_path):
+    from bot.demo import sandbox_settings, start_bot
+    from tests.e2e.conftest import make_settings
+
+    running = await start_bot(sb, sandbox_settings(make_settings(tmp_path, speech={"idle_leave_s": 1.5}), sb))
+    try:
+        await say(sb, demo.alice, demo.general, "Then silence.")
+        await sb.wait_voice_connected(demo.guild, timeout=20)
+        await sb.capture(demo.guild).wait_for_audio(0.3, timeout=30)
+        await sb.wait_voice_connected(demo.guild, timeout=15, connected=False)
+        assert demo.alice.id in {m for m in demo.guild.members}  # the user is still there; the bot left
+    finally:
+        await running.stop()
