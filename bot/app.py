@@ -9,12 +9,25 @@ import discord
 from discord.ext import commands
 
 from bot.config import Settings
-from bot.errors import on_app_command_error
+from bot.errors import on_app_command_error, reply
 from bot.plugins import PluginManager
 from bot.prefs import SettingsService
 from bot.storage.database import Database
 
 log = logging.getLogger(__name__)
+
+
+async def guild_only_check(interaction: discord.Interaction) -> bool:
+    """discord.py only tells Discord a command is guild-only; refuse such commands arriving from a DM here."""
+    command = interaction.command
+    if interaction.guild_id is not None or command is None:
+        return True
+    root = getattr(command, "root_parent", None) or command
+    if not (getattr(command, "guild_only", False) or getattr(root, "guild_only", False)):
+        return True
+    if interaction.type is discord.InteractionType.application_command:
+        await reply(interaction, "This command only works in a server.")
+    return False
 
 
 def intents() -> discord.Intents:
@@ -52,6 +65,7 @@ class VoiceBot(commands.AutoShardedBot):
         self.metrics: Any = None
         self.web: Any = None
         self.tree.on_error = on_app_command_error
+        self.tree.interaction_check = guild_only_check
         self.synced: list[discord.app_commands.AppCommand] = []
 
     async def setup_hook(self) -> None:

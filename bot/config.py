@@ -148,6 +148,11 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     raise ConfigError(f"'{where}': unsupported setting type {tp}")
 
 
+def _shown(key: str) -> str:
+    """A key as it may appear in a one-line message: unprintable characters escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in key)
+
+
 def _build(cls: type, data: Mapping[str, Any], file: str, section: str) -> Any:
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
@@ -155,7 +160,7 @@ def _build(cls: type, data: Mapping[str, Any], file: str, section: str) -> Any:
     for key, value in data.items():
         dotted = f"{section}.{key}" if section else key
         if key not in known or key == "base_dir":
-            raise ConfigError(f"{file}: unknown key '{dotted}' (check the spelling against config.toml)")
+            raise ConfigError(f"{file}: unknown key '{_shown(dotted)}' (check the spelling against config.toml)")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):

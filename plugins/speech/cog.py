@@ -6,6 +6,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot import checks
 from bot.errors import UserError, reply
 from bot.speech.discord_text import speakable_content
 from bot.speech.speaker import Request
@@ -27,6 +28,11 @@ def _may_control(interaction: discord.Interaction, bot_channel) -> bool:
         return True
     mine = _author_channel(interaction)
     return bot_channel is not None and mine is not None and mine.id == bot_channel.id
+
+
+def _has_listeners(channel) -> bool:
+    """Whether people (not bots) are in the bot's voice channel: moving the bot away would cut them off."""
+    return any(not m.bot for m in getattr(channel, "members", []))
 
 
 class SpeechCog(commands.Cog):
@@ -58,6 +64,12 @@ class SpeechCog(commands.Cog):
         target = channel or _author_channel(interaction)
         if target is None:
             raise UserError("Join a voice channel first, or name one: /join channel:#voice")
+        if channel is not None and not channel.permissions_for(interaction.user).connect:
+            raise UserError(f"You don't have permission to connect to {channel.mention}.")
+        current = self.speech.voice_channel(interaction.guild_id)
+        if (current is not None and current.id != target.id and _has_listeners(current)
+                and not _may_control(interaction, current)):
+            raise UserError(f"I'm in use in {current.mention}; join it, or ask someone with Move Members.")
         await interaction.response.defer(ephemeral=True, thinking=True)
         await self.speech.join(target)
         await interaction.followup.send(f"Joined {target.mention}.", ephemeral=True)
@@ -86,13 +98,15 @@ class SpeechCog(commands.Cog):
         if not spoken:
             raise UserError("There is nothing I can say in that text.")
         resolved = await self._voice_for(interaction, voice)
-        if not self.speech.is_connected(guild_id):
+        gp = await self.bot.settings.guild(guild_id)
+        if self.speech.is_connected(guild_id):
+            checks.in_bot_channel(interaction, self.speech.voice_channel(guild_id), gp.require_in_voice)
+        else:
             target = _author_channel(interaction)
             if target is None:
                 raise UserError("Join a voice channel first (or use /join), then try again.")
             await interaction.response.defer(ephemeral=True, thinking=True)
             await self.speech.join(target)
-        gp = await self.bot.settings.guild(guild_id)
 
         async def notify(message: str) -> None:
             await reply(interaction, message)

@@ -6,6 +6,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot import checks
 from bot.errors import UserError, reply
 from bot.speech.speaker import Request
 from plugins.voices.confirm import ask
@@ -95,6 +96,8 @@ class VoicesCog(commands.Cog):
         voice = await self.voices.resolve(interaction.user.id, interaction.guild_id, name)
         if not self.bot.speech.is_connected(interaction.guild_id):
             raise UserError("I'm not in a voice channel here; use /join first.")
+        gp = await self.bot.settings.guild(interaction.guild_id)
+        checks.in_bot_channel(interaction, self.bot.speech.voice_channel(interaction.guild_id), gp.require_in_voice)
 
         async def notify(message: str) -> None:
             await reply(interaction, message)
