@@ -199,8 +199,10 @@ class Sandbox:
         current = guild.voice_states.get(bot.id)
         flags = {"self_mute": bool(d.get("self_mute")), "self_deaf": bool(d.get("self_deaf"))}
         if current is not None and current["channel"] is not channel:
-            self._set_voice(guild, bot, channel, session.session_id, **flags)      # a move: state, then server
-            self._server_update(guild)
+            self._set_voice(guild, bot, channel, session.session_id, **flags)      # a move: state, then server,
+            self._server_update(guild)                                              # then the old voice ws is
+            await asyncio.sleep(0.02)                                               # closed with 4014, as
+            await self.voice.close_ws(guild.id, 4014)                               # Discord does
         else:
             self._server_update(guild)                                              # join/rejoin: server first
             self._set_voice(guild, bot, channel, session.session_id, **flags)

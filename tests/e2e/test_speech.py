@@ -191,3 +191,17 @@ async def test_leaves_after_idle_time(sb, demo, tmp_path):
         assert demo.alice.id in {m for m in demo.guild.members}  # the user is still there; the bot left
     finally:
         await running.stop()
+
+
+async def test_join_another_channel_moves_the_bot_and_speech_follows(sb, demo, bot):
+    it = await sb.slash(demo.alice, demo.general, "join")
+    await it.wait_text(timeout=20)
+    await sb.wait_voice_connected(demo.guild)
+    lounge = demo.guild.voice_channel("Lounge")
+    await sb.user_joins_voice(demo.alice, lounge)
+    it = await sb.slash(demo.alice, demo.general, "join")
+    assert "Joined" in await it.wait_text(timeout=25), it.final_text()
+    assert sb.bot_voice_channel(demo.guild) is lounge
+    capture = sb.capture(demo.guild)
+    await say(sb, demo.alice, demo.general, "Speaking in the lounge now.")
+    await capture.wait_for_audio(0.5, timeout=30)
