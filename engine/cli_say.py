@@ -64,7 +64,8 @@ async def _say(args: argparse.Namespace, text: str) -> bytes:
         await engine.close()
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, say=None, what: str = f"{DISCORD_RATE} Hz stereo") -> int:
+    """Check the options, synthesize with `say` (default: the configured voice) and write the WAV."""
     text = sys.stdin.read() if args.text == "-" else args.text
     if not (0.25 <= args.speed <= 4.0):  # comparisons with NaN are False: rejected too
         raise EngineError("--speed must be between 0.25 and 4.")
@@ -73,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise EngineError(f"--out {out} is a directory; give a file name such as {out / 'say.wav'}.")
-    pcm = asyncio.run(_say(args, text))
+    pcm = asyncio.run((say or _say)(args, text))
     try:
         write_wav(out, pcm)
     except OSError as exc:
         raise EngineError(f"cannot write {out}: {exc.strerror or exc}") from exc
     seconds = len(pcm) / (DISCORD_RATE * DISCORD_CHANNELS * 2)
-    print(f"wrote {out} ({seconds:.2f} s, {DISCORD_RATE} Hz stereo)", file=sys.stderr)
+    print(f"wrote {out} ({seconds:.2f} s, {what})", file=sys.stderr)
     return 0

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 from engine import cli_say
-from engine.base import DISCORD_CHANNELS, DISCORD_RATE, EngineError
+from engine.base import EngineError
 from engine.clip import ClipRejected
 from engine.registration import Registration, register_clip
 from engine.settings import EngineSettings
@@ -69,22 +68,7 @@ async def _say(args: argparse.Namespace, text: str) -> bytes:
 def run(args: argparse.Namespace) -> int:
     if not args.reference and not args.profile:
         return cli_say.run(args)
-    text = sys.stdin.read() if args.text == "-" else args.text
-    if not (0.25 <= args.speed <= 4.0):  # comparisons with NaN are False: rejected too
-        raise EngineError("--speed must be between 0.25 and 4.")
-    if not (-12.0 <= args.pitch <= 12.0):
-        raise EngineError("--pitch must be between -12 and 12 semitones.")
-    out = Path(args.out)
-    if out.is_dir():
-        raise EngineError(f"--out {out} is a directory; give a file name such as {out / 'say.wav'}.")
-    pcm = asyncio.run(_say(args, text))
-    try:
-        cli_say.write_wav(out, pcm)
-    except OSError as exc:
-        raise EngineError(f"cannot write {out}: {exc.strerror or exc}") from exc
-    seconds = len(pcm) / (DISCORD_RATE * DISCORD_CHANNELS * 2)
-    print(f"wrote {out} ({seconds:.2f} s, matched voice)", file=sys.stderr)
-    return 0
+    return cli_say.run(args, say=_say, what="matched voice")
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -57,10 +57,15 @@ async def _upsert(db: Database, model: type, cls: type, key: dict[str, Any], cha
         return _snapshot(cls, row)
 
 
-async def get_user_prefs(db: Database, user_id: int) -> UserPrefs:
+async def _get(db: Database, model: type, cls: type, key: int) -> Any:
+    """The stored row as `cls`, or `cls`'s defaults when there is none."""
     async with db.sessions() as session:
-        row = await session.get(UserSettingsRow, user_id)
-        return _snapshot(UserPrefs, row) if row else UserPrefs(user_id)
+        row = await session.get(model, key)
+        return _snapshot(cls, row) if row else cls(key)
+
+
+async def get_user_prefs(db: Database, user_id: int) -> UserPrefs:
+    return await _get(db, UserSettingsRow, UserPrefs, user_id)
 
 
 async def update_user_prefs(db: Database, user_id: int, **changes: Any) -> UserPrefs:
@@ -68,9 +73,7 @@ async def update_user_prefs(db: Database, user_id: int, **changes: Any) -> UserP
 
 
 async def get_guild_prefs(db: Database, guild_id: int) -> GuildPrefs:
-    async with db.sessions() as session:
-        row = await session.get(GuildSettingsRow, guild_id)
-        return _snapshot(GuildPrefs, row) if row else GuildPrefs(guild_id)
+    return await _get(db, GuildSettingsRow, GuildPrefs, guild_id)
 
 
 async def update_guild_prefs(db: Database, guild_id: int, **changes: Any) -> GuildPrefs:
