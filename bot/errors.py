@@ -7,6 +7,7 @@ import secrets
 
 import discord
 from discord import app_commands
+from sqlalchemy.exc import OperationalError
 
 log = logging.getLogger("bot.errors")
 
@@ -30,6 +31,8 @@ async def reply(interaction: discord.Interaction, text: str, *, ephemeral: bool 
         log.warning("could not answer interaction %s: %s", interaction.id, exc)
 
 
+DATABASE_BUSY = "The database is busy or read-only right now; nothing was changed. Try again in a moment."
+
 _CHECK_MESSAGES: list[tuple[type[Exception], str]] = [
     (app_commands.NoPrivateMessage, "This command only works in a server."),
     (app_commands.MissingPermissions, "You need the {perms} permission to do that."),
@@ -51,6 +54,9 @@ def describe(error: Exception) -> str | None:
             return text.format(perms=perms or "required", retry=getattr(error, "retry_after", 0.0))
     if isinstance(error, app_commands.TransformerError):
         return f"I could not understand {error.value!r} as a {error.type.name.lower()}."
+    if isinstance(error, OperationalError):  # locked, read-only, unreachable: the request itself was fine
+        log.warning("database unavailable: %s", error.orig if error.orig is not None else error)
+        return DATABASE_BUSY
     return None
 
 

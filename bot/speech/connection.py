@@ -82,12 +82,15 @@ class VoiceConnection:
         channel = self.guild.get_channel(self.channel_id)
         if not isinstance(channel, (discord.VoiceChannel, discord.StageChannel)):
             return None
-        if vc is not None:  # discord.py may still be reconnecting by itself
-            deadline = asyncio.get_running_loop().time() + 5.0
-            while asyncio.get_running_loop().time() < deadline and self.voice_client is vc:
-                if vc.is_connected():
-                    return vc
-                await asyncio.sleep(0.1)
+        if vc is None:
+            return None  # discord.py removes its VoiceClient only on a real disconnect (a kick): no rejoin
+        deadline = asyncio.get_running_loop().time() + 5.0  # discord.py may still be reconnecting by itself
+        while asyncio.get_running_loop().time() < deadline and self.voice_client is vc:
+            if vc.is_connected():
+                return vc
+            await asyncio.sleep(0.1)
+        if self.voice_client is None or self.channel_id is None:
+            return None  # it gave up, or we were disconnected meanwhile
         try:
             log.info("guild %s: reconnecting to voice channel %s", self.guild_id, channel.id)
             return await self.join(channel)

@@ -14,6 +14,7 @@ from bot.speech.speaker import GuildSpeaker, Outcome, Request, Utterance, frames
 
 log = logging.getLogger(__name__)
 ALONE_GRACE_S = 2.0
+DISCONNECT_GRACE_S = 1.0  # how long a real voice disconnect may take to remove discord.py's VoiceClient
 
 
 class SpeechService:
@@ -123,14 +124,31 @@ class SpeechService:
         me = member.guild.me
         if me is not None and member.id == me.id:
             if after.channel is None and sp.connection.channel_id is not None and before.channel is not None:
-                log.info("guild %s: disconnected from voice by Discord or an admin; queue cleared", guild_id)
-                sp.connection.channel_id = None
-                sp.stop()
+                if await self._voice_client_removed(sp):
+                    log.info("guild %s: disconnected from voice by Discord or an admin; queue cleared", guild_id)
+                    sp.connection.channel_id = None
+                    sp.stop()
+                else:
+                    log.info("guild %s: voice connection dropped; discord.py is reconnecting", guild_id)
             elif after.channel is not None and sp.connection.channel_id not in (None, after.channel.id):
                 log.info("guild %s: moved to channel %s; following", guild_id, after.channel.id)
                 sp.connection.channel_id = after.channel.id
         if self.settings.leave_when_alone:
             self._schedule_alone_check(guild_id)
+
+    async def _voice_client_removed(self, sp: GuildSpeaker) -> bool:
+        """Whether leaving the channel was a real disconnect (a kick, the channel deleted) rather than
+        discord.py's own reconnect after the voice websocket closed (it leaves and rejoins, keeping its
+        VoiceClient). A real disconnect removes the VoiceClient within moments; wait that long to see."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DISCONNECT_GRACE_S
+        while True:
+            vc = sp.connection.voice_client
+            if vc is None:
+                return True
+            if vc.is_connected() or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
 
     def _schedule_alone_check(self, guild_id: int) -> None:
         old = self._alone_checks.pop(guild_id, None)

@@ -310,7 +310,8 @@ class GuildSpeaker:
             return Outcome.SKIPPED
         if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
             return await self._fail(utt, self._error_text(utt, src.error))
-        if not src.finished or src.buffered_frames:
+        # cut off: the player stopped (a disconnect) before every frame written was read
+        if not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
             src.close()
             return await self._fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
         self.played += 1
