@@ -45,7 +45,7 @@ class Plan:
     seed: int = 20
 
 
-FULL = Plan(guilds=50, users=20, actions=2000, window_s=180.0, drain_s=90.0)
+FULL = Plan(guilds=50, users=20, actions=2000, window_s=180.0, drain_s=110.0)
 QUICK = Plan(guilds=10, users=5, actions=120, window_s=20.0, drain_s=25.0)
 
 PHRASES = [
