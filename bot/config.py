@@ -56,7 +56,7 @@ class SpeechSettings:
     queue_max: int = 20  # utterances waiting per guild
     per_guild: int = 1  # utterances of one guild synthesizing at once
     lookahead: int = 1  # utterances synthesized ahead of the one playing
-    buffer_s: float = 30.0  # audio buffered ahead per utterance
+    buffer_s: float = 10.0  # audio buffered ahead per utterance (bounds memory per guild)
     idle_leave_s: float = 300.0  # leave the voice channel after this long with nothing to say; 0: never
     leave_when_alone: bool = True
     max_text_chars: int = 500  # longer text is cut with a spoken "and more"

@@ -233,7 +233,7 @@ class StreamingEngine:
         except Exception as exc:
             self.counters.errors += 1
             log.exception("backend %s failed on segment %d", self.info.name, job.index)
-            err = EngineError(f"The speech engine failed ({type(exc).__name__}).")
+            err = EngineError(f"The speech engine failed ({type(exc).__name__}); please try again.")
             err.__cause__ = exc
             job.queue.put_nowait(err)
         finally:

@@ -4,7 +4,6 @@ and once the fault clears the same bot works again without a restart."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import sqlite3
 import sys
 import textwrap
@@ -23,6 +22,7 @@ from engine.streaming import StreamingEngine
 from tests.audio_util import utterances
 from tests.e2e.conftest import make_settings
 from tests.e2e.doubles import FlakyBackend
+from tests.e2e.recorders import Heard
 
 pytestmark = pytest.mark.e2e
 OK_TEXT = "The other guild is still speaking clearly."
@@ -69,29 +69,6 @@ async def speaks(sb, room: Room, text: str = OK_TEXT, seconds: float = 0.5, time
     _, answer = await say(sb, room, text)
     assert answer.startswith(("Speaking", "Queued")), answer
     await capture.wait_for_audio(before + seconds, timeout=timeout)
-
-
-class Outcomes:
-    """Each finished utterance (guild, text, outcome) as bot.speech reports it."""
-
-    def __init__(self, bot) -> None:
-        self.items: list[tuple[int, str, str]] = []
-        self._changed = asyncio.Event()
-        bot.speech.listeners.append(self._on)
-
-    def _on(self, guild_id, utt, outcome) -> None:
-        self.items.append((guild_id, utt.request.text, outcome.value))
-        self._changed.set()
-
-    def of(self, guild) -> list[tuple[str, str]]:
-        return [(t, o) for g, t, o in self.items if g == guild.id]
-
-    async def wait(self, guild, n: int, timeout: float = 60.0) -> None:
-        async def loop():
-            while len(self.of(guild)) < n:
-                self._changed.clear()
-                await self._changed.wait()
-        await asyncio.wait_for(loop(), timeout)
 
 
 async def enable_readout(sb, room: Room) -> None:
@@ -149,7 +126,7 @@ def expected_outcome(flaky, engine, text: str) -> str:
 async def test_engine_raising_and_hanging_fails_only_those_requests_and_tells_their_authors(sb, demo, flaky_bot):
     bot, flaky = flaky_bot
     engine = bot.engine
-    heard = Outcomes(bot)
+    heard = Heard(bot)
     a = demo_room(demo)
     b = await make_room(sb, bot, "Readout Guild", "bob")
     c = await make_room(sb, bot, "Bystander Guild", "carol")
@@ -207,7 +184,7 @@ async def test_engine_raising_and_hanging_fails_only_those_requests_and_tells_th
 async def test_voice_websocket_closed_mid_utterance_the_rest_of_the_queue_is_heard(sb, demo, bot, code):
     a = demo_room(demo)
     c = await make_room(sb, bot, "Bystander Guild", "carol")
-    heard = Outcomes(bot)
+    heard = Heard(bot)
     capture = sb.capture(a.guild)
     texts = ["The first message is long enough to be cut in the middle by the fault, we hope.",
              "The second message follows it.", "The third and last message."]
@@ -232,7 +209,7 @@ async def test_voice_websocket_closed_mid_utterance_the_rest_of_the_queue_is_hea
 
 async def test_kicked_from_voice_the_queue_is_cleared_and_the_next_say_rejoins(sb, demo, bot):
     a = demo_room(demo)
-    heard = Outcomes(bot)
+    heard = Heard(bot)
     capture = sb.capture(a.guild)
     for text in ["A long first message that is playing when a moderator disconnects the bot.", "Never heard."]:
         await say(sb, a, text)
@@ -250,7 +227,7 @@ async def test_kicked_from_voice_the_queue_is_cleared_and_the_next_say_rejoins(s
 async def test_udp_packets_dropped_audio_still_heard_then_full_once_cleared(sb, demo, bot):
     a = demo_room(demo)
     c = await make_room(sb, bot, "Bystander Guild", "carol")
-    heard = Outcomes(bot)
+    heard = Heard(bot)
     text = "A sentence spoken while one packet in five is lost on the way."
     capture = sb.capture(a.guild)
     sb.udp_faults(drop=0.2, seed=3)
@@ -280,7 +257,7 @@ async def test_udp_packets_dropped_audio_still_heard_then_full_once_cleared(sb, 
 async def test_gateway_dropped_the_bot_resumes_and_misses_nothing(sb, demo, bot):
     a = demo_room(demo)
     c = await make_room(sb, bot, "Bystander Guild", "carol")
-    heard = Outcomes(bot)
+    heard = Heard(bot)
     await enable_readout(sb, a)
     await join(sb, a)
     await sb.post(a.user, a.general, "A message read while the gateway goes away and comes back.")
@@ -302,7 +279,7 @@ async def test_gateway_session_invalidated_the_bot_reidentifies_and_keeps_speaki
     bot.before_identify_hook = no_wait
     a = demo_room(demo)
     c = await make_room(sb, bot, "Bystander Guild", "carol")
-    heard = Outcomes(bot)
+    heard = Heard(bot)
     capture = sb.capture(a.guild)
     await say(sb, a, "Speech that was already playing when the session was invalidated, and goes on.")
     await capture.wait_for_audio(0.4, timeout=30)
@@ -452,7 +429,7 @@ async def test_plugin_raising_in_a_listener_does_not_stop_readout_or_commands(sb
     c = await make_room(sb, bot, "Bystander Guild", "carol")
     manager = PluginManager(bot, package=name, directory=root)
     assert await manager.load("broken")
-    heard = Outcomes(bot)
+    heard = Heard(bot)
     await enable_readout(sb, a)
     await join(sb, a)
     await sb.post(a.user, a.general, "Read aloud although another plugin raises.")

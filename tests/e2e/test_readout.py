@@ -8,31 +8,9 @@ import pytest
 
 from bot.demo import sandbox_settings, start_bot
 from tests.audio_util import utterances
+from tests.e2e.recorders import Heard
 
 pytestmark = pytest.mark.e2e
-
-
-class Heard:
-    """Records each finished utterance's text and outcome, as the speech service reports them."""
-
-    def __init__(self, bot) -> None:
-        self.items: list[tuple[int, str, str]] = []
-        self.changed = asyncio.Event()
-        bot.speech.listeners.append(self._on)
-
-    def _on(self, guild_id, utt, outcome) -> None:
-        self.items.append((guild_id, utt.request.text, outcome.value))
-        self.changed.set()
-
-    def texts(self, guild_id=None) -> list[str]:
-        return [t for g, t, _ in self.items if guild_id in (None, g)]
-
-    async def wait_count(self, n: int, timeout: float = 60.0) -> None:
-        async def loop():
-            while len(self.items) < n:
-                self.changed.clear()
-                await self.changed.wait()
-        await asyncio.wait_for(loop(), timeout)
 
 
 async def enable_readout(sb, demo, channel=None):
