@@ -205,3 +205,19 @@ async def test_join_another_channel_moves_the_bot_and_speech_follows(sb, demo, b
     capture = sb.capture(demo.guild)
     await say(sb, demo.alice, demo.general, "Speaking in the lounge now.")
     await capture.wait_for_audio(0.5, timeout=30)
+
+
+async def test_queue_full_is_told_and_nothing_accepted_is_dropped(sb, demo, bot):
+    await bot.settings.update_guild(demo.guild.id, max_queue=2)
+    answers = []
+    for i in range(5):
+        _, text = await say(sb, demo.alice, demo.general, f"Message number {i} is a fairly long sentence to say.")
+        answers.append(text)
+    full = [a for a in answers if "queue is full" in a]
+    accepted = [a for a in answers if a == "Speaking." or a.startswith("Queued")]
+    assert len(full) >= 1 and len(full) + len(accepted) == 5, answers
+    assert "2 waiting" in full[0]
+    capture = sb.capture(demo.guild)
+    await capture.wait_for_audio(1.0, timeout=30)
+    await capture.wait_until_silent(1.0, timeout=90)
+    assert len(utterances(capture.packets)) == len(accepted)
