@@ -1,0 +1,156 @@
+"""Shared pieces of the end-to-end benches: bench settings, a guild with a listener, utterance waits, RSS.
+
+Run as `python bench/_harness.py child` (with `sandbox.client.env(sb)` in the environment) it is the bot in a
+subprocess, for measuring that process's memory alone; it stops when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bot.config import DEFAULT_CONFIG, Settings, load_settings  # noqa: E402
+
+
+def make_settings(data_dir: Path, **sections: dict) -> Settings:
+    """The shipped defaults with a SQLite file in `data_dir`; `sections` replace fields per section."""
+    s = load_settings(DEFAULT_CONFIG, environ={})
+    s = dataclasses.replace(s, database=dataclasses.replace(s.database, path=str(Path(data_dir) / "bot.db")))
+    for section, changes in sections.items():
+        s = dataclasses.replace(s, **{section: dataclasses.replace(getattr(s, section), **changes)})
+    return s
+
+
+def bench_settings(data_dir: Path) -> Settings:
+    """Shipped defaults, except that the bot never leaves voice for being idle."""
+    return make_settings(data_dir, speech={"idle_leave_s": 0.0})
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of a non-empty list."""
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident memory (VmRSS) of a process, MiB, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+async def wait_until(predicate, timeout: float, what: str, step: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await asyncio.sleep(step)
+
+
+class Finished:
+    """Collects (guild_id, utterance, outcome) as the bot's speech service reports each finished utterance."""
+
+    def __init__(self, bot) -> None:
+        self.items: list[tuple[int, object, object]] = []
+        bot.speech.listeners.append(self._on)
+
+    def _on(self, guild_id, utt, outcome) -> None:
+        self.items.append((guild_id, utt, outcome))
+
+    def mark(self) -> int:
+        return len(self.items)
+
+    def since(self, mark: int, guild_id: int | None = None) -> list[tuple[int, object, object]]:
+        return [it for it in self.items[mark:] if guild_id in (None, it[0])]
+
+    async def wait(self, mark: int, count: int = 1, guild_id: int | None = None, timeout: float = 120.0) -> list:
+        await wait_until(lambda: len(self.since(mark, guild_id)) >= count, timeout,
+                         f"{count} finished utterance(s) in guild {guild_id}")
+        return self.since(mark, guild_id)
+
+
+@dataclass
+class Room:
+    """A guild with a text channel, a voice channel and a user already in it."""
+
+    guild: object
+    text: object
+    voice: object
+    user: object
+
+
+async def new_room(sb, name: str, shard: tuple[int, int] | None = None) -> Room:
+    guild = sb.guild(name, shard=shard)
+    text = guild.text_channel("general")
+    voice = guild.voice_channel("Voice")
+    user = sb.user(f"user-{name}")
+    guild.add_member(user)
+    await sb.user_joins_voice(user, voice)
+    return Room(guild, text, voice, user)
+
+
+async def join(sb, room: Room, bot=None, timeout: float = 30.0) -> None:
+    """/join as the room's user and wait for the voice connection (and, given `bot`, its guild cache first)."""
+    if bot is not None:
+        await wait_until(lambda: bot.get_guild(room.guild.id) is not None, timeout, f"{room.guild.name} cached")
+    it = await sb.slash(room.user, room.text, "join")
+    answer = await it.wait_text(timeout=timeout)
+    if "Joined" not in answer:
+        raise RuntimeError(f"/join in {room.guild.name}: {answer}")
+    await sb.wait_voice_connected(room.guild, timeout=timeout)
+
+
+# -- the bot in a subprocess -------------------------------------------------------------------------------
+
+
+async def _child_main() -> int:
+    from sandbox.client import ENV_API, ENV_CA, ENV_GATEWAY, ENV_TOKEN
+
+    from bot.demo import sandbox_settings, start_bot
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    env = os.environ
+    # start_bot reads only these four attributes of the sandbox
+    sb = SimpleNamespace(api_url=env[ENV_API], gateway_url=env[ENV_GATEWAY], ca_pem_path=env[ENV_CA],
+                         token=env[ENV_TOKEN])
+    settings = sandbox_settings(bench_settings(Path(env["BENCH_DATA_DIR"])), sb)
+    running = await start_bot(sb, settings)
+    print("ready", flush=True)
+    closed = asyncio.Event()
+
+    def on_stdin() -> None:
+        if not os.read(sys.stdin.fileno(), 4096):
+            closed.set()
+
+    loop = asyncio.get_running_loop()
+    loop.add_reader(sys.stdin.fileno(), on_stdin)
+    try:
+        # until the parent closes stdin (bounded: a child never outlives a stuck parent by long)
+        await asyncio.wait_for(closed.wait(), float(env.get("BENCH_CHILD_MAX_S", "900")))
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        loop.remove_reader(sys.stdin.fileno())
+        await running.stop()
+    return 0
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["child"]:
+    sys.exit(asyncio.run(_child_main()))
