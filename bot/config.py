@@ -62,6 +62,8 @@ class SpeechSettings:
     max_text_chars: int = 500  # longer text is cut with a spoken "and more"
     emoji: str = "name"  # name | skip: how unicode emoji are read
     links: str = "a link"  # "a link" | domain
+    opus_bitrate: int = 64  # kbps; speech needs no more
+    opus_fec: bool = False  # in-band forward error correction: ~4x the encoder's CPU per stream
 
 
 @dataclass(frozen=True)
@@ -258,5 +260,7 @@ def _validate(settings: Settings, file: str) -> None:
         value = getattr(getattr(settings, section), key)
         if value <= 0:
             raise ConfigError(f"{file}: '{section}.{key}': expected a number above 0, got {value!r}")
+    if not 16 <= settings.speech.opus_bitrate <= 512:
+        raise ConfigError(f"{file}: 'speech.opus_bitrate': expected 16 to 512 (kbps), got {settings.speech.opus_bitrate}")
     if settings.speech.lookahead < 0:
         raise ConfigError(f"{file}: 'speech.lookahead': expected 0 or more, got {settings.speech.lookahead}")

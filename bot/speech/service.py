@@ -38,6 +38,8 @@ class SpeechService:
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
+                encoder={"application": "voip", "bitrate": s.opus_bitrate, "fec": s.opus_fec,
+                         "signal_type": "voice"},
             )
             self.speakers[guild_id] = sp
         return sp

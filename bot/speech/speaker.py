@@ -90,6 +90,7 @@ class GuildSpeaker:
         buffer_frames: int = 1500,
         idle_leave_s: float = 0.0,
         on_utterance: Callable[[Utterance, Outcome], None] | None = None,
+        encoder: dict | None = None,
     ) -> None:
         self.guild_id = guild_id
         self.engine = engine
@@ -99,6 +100,7 @@ class GuildSpeaker:
         self.buffer_frames = buffer_frames
         self.idle_leave_s = idle_leave_s
         self.on_utterance = on_utterance
+        self.encoder = encoder or {}  # Opus options for VoiceClient.play
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
         self._queue: collections.deque[Utterance] = collections.deque()
         self._wakeup = asyncio.Event()
@@ -296,7 +298,7 @@ class GuildSpeaker:
         self._playing_done = done
         loop = asyncio.get_running_loop()
         try:
-            vc.play(src, after=lambda _err: loop.call_soon_threadsafe(done.set))
+            vc.play(src, after=lambda _err: loop.call_soon_threadsafe(done.set), **self.encoder)
         except Exception as exc:
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
