@@ -31,7 +31,7 @@ def _apply(api_url: str, gateway_url: str) -> None:
 def _connector_factory(ca_pem: str) -> Callable[[], aiohttp.TCPConnector]:
     def make() -> aiohttp.TCPConnector:
         ctx = ssl.create_default_context(cafile=ca_pem)
-        return aiohttp.TCPConnector(ssl=ctx)
+        return aiohttp.TCPConnector(ssl=ctx, limit=0)  # as discord.py's own: no cap (one ws per voice connection)
     return make
 
 
