@@ -60,6 +60,16 @@ def envelope_correlation(a: np.ndarray, b: np.ndarray) -> float:
     return best
 
 
+def stretched_envelope_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Correlation of the two envelopes after stretching b's to a's length: robust to a different tempo
+    (Piper samples its durations, so two renderings of one text differ by a few percent)."""
+    ea, eb = envelope(a), envelope(b)
+    if len(ea) < 10 or len(eb) < 10:
+        return 0.0
+    eb = np.interp(np.linspace(0, len(eb) - 1, len(ea)), np.arange(len(eb)), eb)
+    return float(np.corrcoef(ea, eb)[0, 1])
+
+
 def dominant_frequency(x: np.ndarray, rate: int = RATE) -> float:
     spec = np.abs(np.fft.rfft(x * np.hanning(len(x))))
     return float(np.argmax(spec) * rate / len(x))

@@ -10,7 +10,7 @@ from bot.demo import sandbox_settings, start_bot
 from engine.factory import build_engine
 from engine.server import serve_in_background
 from engine.settings import EngineSettings, ServerSettings
-from tests.audio_util import envelope_correlation, mono, rms
+from tests.audio_util import mono, rms, stretched_envelope_correlation
 from tests.e2e.conftest import make_settings
 
 pytestmark = pytest.mark.e2e
@@ -45,7 +45,8 @@ async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
                 local = mono(await server_engine.synthesize_all(TEXT, __import__("engine.base").base.Voice()))
                 assert rms(heard) > 0.02
                 assert abs(len(heard) - len(local)) / len(local) < 0.2, (len(heard), len(local))
-                assert envelope_correlation(heard, local) > 0.5
+                corr = stretched_envelope_correlation(heard, local)
+                assert corr > 0.6, corr  # measured 0.79-0.90 over five runs; another text gives 0.43-0.51
             finally:
                 await running.stop()
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.audio_util import band_profile, envelope_correlation, mono, rms, utterances
+from tests.audio_util import band_profile, mono, rms, stretched_envelope_correlation, utterances
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,12 +51,13 @@ async def test_join_then_say_is_heard_and_matches_the_engine_cli(sb, demo, bot, 
     # durations, so two runs differ by a few percent).
     assert abs(len(heard) - len(reference)) / len(reference) < 0.15, (len(heard), len(reference))
     assert rms(heard) > 0.02
-    # Same speech: the loudness envelope follows the CLI's output far better than another sentence's,
-    # and the coarse spectrum is close.  Thresholds: envelope correlation > 0.6 and above the other
-    # text's by 0.15; band-profile distance below 60 % of the other text's.
-    same = envelope_correlation(heard, reference)
-    diff = envelope_correlation(heard, other)
-    assert same > 0.6 and same > diff + 0.15, (same, diff)
+    # Same speech: the loudness envelope, stretched to the same length (Piper samples its durations),
+    # follows the CLI's output far better than another sentence's, and the coarse spectrum is close.
+    # Thresholds: correlation > 0.7 and above the other text's by 0.2 (measured without Discord: the
+    # same text 0.86-0.94, another text 0.43-0.51); band-profile distance below 2.0.
+    same = stretched_envelope_correlation(heard, reference)
+    diff = stretched_envelope_correlation(heard, other)
+    assert same > 0.7 and same > diff + 0.2, (same, diff)
     d_same = np.linalg.norm(band_profile(heard) - band_profile(reference))
     d_diff = np.linalg.norm(band_profile(heard) - band_profile(other))
     assert d_same < 2.0, d_same
