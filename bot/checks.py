@@ -17,10 +17,29 @@ def manage_guild(interaction: discord.Interaction) -> bool:
     return True
 
 
+def author_channel(interaction: discord.Interaction):
+    """The voice channel the invoking member is in, or None."""
+    voice = getattr(interaction.user, "voice", None)
+    return voice.channel if voice is not None else None
+
+
+def _in(interaction: discord.Interaction, bot_channel) -> bool:
+    mine = author_channel(interaction)
+    return bot_channel is not None and mine is not None and mine.id == bot_channel.id
+
+
+def may_control(interaction: discord.Interaction, bot_channel) -> bool:
+    """Who may skip, stop, or move the bot: members in its channel, or with Manage Server / Move Members."""
+    perms = interaction.permissions
+    return perms.manage_guild or perms.move_members or _in(interaction, bot_channel)
+
+
+def has_listeners(channel) -> bool:
+    """Whether people (not bots) are in the bot's voice channel: moving the bot away would cut them off."""
+    return any(not m.bot for m in getattr(channel, "members", []))
+
+
 def in_bot_channel(interaction: discord.Interaction, bot_channel, required: bool) -> None:
     """With the guild's require_voice on, only members in the bot's voice channel make it speak there."""
-    if not required or bot_channel is None:
-        return
-    voice = getattr(interaction.user, "voice", None)
-    if voice is None or voice.channel is None or voice.channel.id != bot_channel.id:
+    if required and bot_channel is not None and not _in(interaction, bot_channel):
         raise UserError(f"Join {bot_channel.mention} to speak there.")

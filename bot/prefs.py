@@ -17,6 +17,7 @@ class SettingsService:
         self.db = db
         self._guilds: dict[int, GuildPrefs] = {}
         self._users: dict[int, tuple[float, UserPrefs]] = {}
+        self._nicknames: dict[tuple[int, int], str | None] = {}  # guild state: lives on this shard
 
     async def guild(self, guild_id: int) -> GuildPrefs:
         prefs = self._guilds.get(guild_id)
@@ -47,7 +48,14 @@ class SettingsService:
         self._users.pop(user_id, None)
 
     async def nickname(self, guild_id: int, user_id: int) -> str | None:
-        return await repo.get_nickname(self.db, guild_id, user_id)
+        """Read for every readout message, so kept in memory after the first query."""
+        key = (guild_id, user_id)
+        if key not in self._nicknames:
+            if len(self._nicknames) > 50_000:
+                self._nicknames.clear()
+            self._nicknames[key] = await repo.get_nickname(self.db, guild_id, user_id)
+        return self._nicknames[key]
 
     async def set_nickname(self, guild_id: int, user_id: int, nickname: str | None) -> None:
         await repo.set_nickname(self.db, guild_id, user_id, nickname)
+        self._nicknames[(guild_id, user_id)] = nickname

@@ -16,25 +16,6 @@ from engine.base import Voice
 Channel = discord.VoiceChannel | discord.StageChannel
 
 
-def _author_channel(interaction: discord.Interaction) -> Channel | None:
-    voice = getattr(interaction.user, "voice", None)
-    return voice.channel if voice is not None else None
-
-
-def _may_control(interaction: discord.Interaction, bot_channel) -> bool:
-    """Who may skip or stop: members in the bot's channel, or those with Manage Server / Move Members."""
-    perms = interaction.permissions
-    if perms.manage_guild or perms.move_members:
-        return True
-    mine = _author_channel(interaction)
-    return bot_channel is not None and mine is not None and mine.id == bot_channel.id
-
-
-def _has_listeners(channel) -> bool:
-    """Whether people (not bots) are in the bot's voice channel: moving the bot away would cut them off."""
-    return any(not m.bot for m in getattr(channel, "members", []))
-
-
 class SpeechCog(commands.Cog):
     def __init__(self, bot) -> None:
         self.bot = bot
@@ -61,14 +42,14 @@ class SpeechCog(commands.Cog):
     @app_commands.describe(channel="a voice channel; default: the one you are in")
     @app_commands.guild_only()
     async def join(self, interaction: discord.Interaction, channel: Channel | None = None) -> None:
-        target = channel or _author_channel(interaction)
+        target = channel or checks.author_channel(interaction)
         if target is None:
             raise UserError("Join a voice channel first, or name one: /join channel:#voice")
         if channel is not None and not channel.permissions_for(interaction.user).connect:
             raise UserError(f"You don't have permission to connect to {channel.mention}.")
         current = self.speech.voice_channel(interaction.guild_id)
-        if (current is not None and current.id != target.id and _has_listeners(current)
-                and not _may_control(interaction, current)):
+        if (current is not None and current.id != target.id and checks.has_listeners(current)
+                and not checks.may_control(interaction, current)):
             raise UserError(f"I'm in use in {current.mention}; join it, or ask someone with Move Members.")
         await interaction.response.defer(ephemeral=True, thinking=True)
         await self.speech.join(target)
@@ -80,7 +61,7 @@ class SpeechCog(commands.Cog):
         channel = self.speech.voice_channel(interaction.guild_id)
         if channel is None:
             raise UserError("I'm not in a voice channel here.")
-        if not _may_control(interaction, channel):
+        if not checks.may_control(interaction, channel):
             raise UserError(f"Join {channel.mention} to make me leave it.")
         await interaction.response.defer(ephemeral=True)
         await self.speech.leave(interaction.guild_id)
@@ -102,7 +83,7 @@ class SpeechCog(commands.Cog):
         if self.speech.is_connected(guild_id):
             checks.in_bot_channel(interaction, self.speech.voice_channel(guild_id), gp.require_in_voice)
         else:
-            target = _author_channel(interaction)
+            target = checks.author_channel(interaction)
             if target is None:
                 raise UserError("Join a voice channel first (or use /join), then try again.")
             await interaction.response.defer(ephemeral=True, thinking=True)
@@ -121,7 +102,7 @@ class SpeechCog(commands.Cog):
     @app_commands.command(name="skip", description="Skip what is being said now")
     @app_commands.guild_only()
     async def skip(self, interaction: discord.Interaction) -> None:
-        if not _may_control(interaction, self.speech.voice_channel(interaction.guild_id)):
+        if not checks.may_control(interaction, self.speech.voice_channel(interaction.guild_id)):
             raise UserError("Join my voice channel to skip.")
         skipped = self.speech.skip(interaction.guild_id)
         await reply(interaction, "Skipped." if skipped else "Nothing is being said right now.")
@@ -129,7 +110,7 @@ class SpeechCog(commands.Cog):
     @app_commands.command(name="stop", description="Stop speaking and clear the queue")
     @app_commands.guild_only()
     async def stop(self, interaction: discord.Interaction) -> None:
-        if not _may_control(interaction, self.speech.voice_channel(interaction.guild_id)):
+        if not checks.may_control(interaction, self.speech.voice_channel(interaction.guild_id)):
             raise UserError("Join my voice channel to stop me.")
         removed = self.speech.stop(interaction.guild_id)
         await reply(interaction, f"Stopped; {removed} waiting message(s) cleared.")
