@@ -65,6 +65,11 @@ def load_model(path: str) -> PiperModel:
     return PiperModel(model_path, config, data, hashlib.sha256(data).hexdigest())
 
 
+# Part of the backend version: bump it when voice-matching profiles change meaning, and every stored
+# voice's profile is derived again from its clip on first use.
+MATCHING_VERSION = "match 2 (yin)"
+
+
 def _piper_version() -> str:
     try:
         return metadata.version("piper-tts")
@@ -97,7 +102,7 @@ class PiperBackend:
         speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
         self.info = BackendInfo(
             name="piper",
-            version=f"piper-tts {_piper_version()}; {self.model.path.name}; {self.model.sha256[:16]}",
+            version=f"piper-tts {_piper_version()}; {self.model.path.name}; {self.model.sha256[:16]}; {MATCHING_VERSION}",
             sample_rate=int(cfg.sample_rate),
             clones=False,
             voices=(self.model.name, *speakers),
