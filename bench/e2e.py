@@ -216,8 +216,14 @@ class Bench:
         done = await self.finished.wait(mark, len(rooms), timeout=180)
         under = [utt.source.underruns if utt.source else -1 for _, utt, _ in done]
         bad = [o.value for _, _, o in done if o.value != "played"]
+        ttfa = sorted(utt.ttfa for _, utt, _ in done if utt.ttfa is not None)
+        waited = sum(utt.prerolled for _, utt, _ in done)
         await asyncio.sleep(0.1)
-        return (not bad and not any(under)), f"underruns per guild {under}" + (f", outcomes {bad}" if bad else "")
+        why = f"underruns per guild {under}" + (f", outcomes {bad}" if bad else "")
+        if ttfa:
+            why += (f"; TTFA p50 {p50(ttfa):.2f} s, max {ttfa[-1]:.2f} s; "
+                    f"{waited} started with a busy-engine buffer")
+        return (not bad and not any(under)), why
 
     async def scale(self) -> list[Metric]:
         workers = self.engine.settings.workers
@@ -241,11 +247,13 @@ class Bench:
             print(f"scale_trial {log[-1]}", flush=True)
             return ok
 
+        passed = {0: "none"}
         lo, hi = 0, cap + 1  # lo passes (trivially), hi is assumed to fail
         mid = max(1, min(cap, int(sustain * 0.8)))  # start at the goal, then bisect
         while hi - lo > 1 and len(log) < (2 if self.quick else 5):
             if await trial(mid):
                 lo = mid
+                passed[mid] = log[-1]
             else:
                 hi = mid
             mid = (lo + hi) // 2
@@ -253,7 +261,8 @@ class Bench:
         engine_streams = max(1, math.floor(rate))
         ratio = lo / engine_streams
         note = (f"{lo} guilds at once with zero underruns vs {engine_streams} real-time streams from the engine alone "
-                f"({rate:.2f} audio s per wall s, {workers} workers; rounds {', '.join(f'{r:.2f}' for r in rates)})")
+                f"({rate:.2f} audio s per wall s, {workers} workers; rounds {', '.join(f'{r:.2f}' for r in rates)}); "
+                f"at {passed[lo]}")
         return [Metric("scale_guilds_vs_engine_streams", ratio, ">= 0.8", ratio >= 0.8, note)]
 
     async def readout(self, runs: int) -> list[Metric]:

@@ -64,6 +64,8 @@ class SpeechSettings:
     links: str = "a link"  # "a link" | domain
     opus_bitrate: int = 64  # kbps; speech needs no more
     opus_fec: bool = False  # in-band forward error correction: ~4x the encoder's CPU per stream
+    busy_preroll_s: float = 5.0  # engine busy with other guilds: buffer this much audio before playing; 0: never
+    busy_preroll_wait_s: float = 4.0  # the longest that buffering may delay the first word
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,10 @@ _SPACES = re.compile(r"[^\S\n]+")
 _NEWLINES = re.compile(r"\s*\n\s*")
 
 MAX_COMBINING_RUN = 2  # combining marks kept after one base character (zalgo defence)
-GROWTH = 3  # segment i may be at most first_chars * GROWTH**i long (capped by max_chars)
+# Segment i may be at most first_chars * GROWTH**i long (capped by max_chars). Gentle growth keeps each
+# segment's synthesis short next to the audio before it: with many guilds at once each one's share of
+# the engine is small, and a segment three times the one playing arrived late (bench/e2e.py scale).
+GROWTH = 1.5
 
 
 def clean_text(text: str) -> str:
@@ -96,5 +99,5 @@ def split_segments(text: str, first_chars: int = 60, max_chars: int = 240) -> li
         head = head.replace("\n", " ").strip()
         if head:
             segments.append(head)
-        limit = min(max_chars, limit * GROWTH)
+        limit = min(max_chars, int(limit * GROWTH))
     return segments

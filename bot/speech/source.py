@@ -36,11 +36,13 @@ class StreamingSource(discord.AudioSource):
         self.frames_written = 0
         self.first_frame_ready: asyncio.Event = asyncio.Event()
         self.first_read_at: float | None = None  # monotonic time of the first real frame handed to the player
+        self.buffered_at_start = 0  # frames in the buffer when the player took the first one
         self._space: asyncio.Event = asyncio.Event()
         self._space.set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
         self._partial = b""
+        self._grew: asyncio.Event = asyncio.Event()  # set whenever frames are added or the producer ends
 
     # -- producer side (event loop) -------------------------------------------------------------
     def start(self, chunks: AsyncIterator[AudioChunk], *, on_done: Callable[[StreamingSource], None] | None = None) -> asyncio.Task:
@@ -87,6 +89,7 @@ class StreamingSource(discord.AudioSource):
                 return
             if not self.first_frame_ready.is_set():
                 self.first_frame_ready.set()
+        self._grew.set()
 
     def _finish(self) -> None:
         with self._lock:
@@ -96,6 +99,22 @@ class StreamingSource(discord.AudioSource):
             self._partial = b""
             self._finished = True
         self.first_frame_ready.set()  # wake a waiter even when nothing came
+        self._grew.set()
+
+    async def wait_buffered(self, frames: int, timeout: float) -> None:
+        """Wait (at most `timeout` s) until `frames` are buffered, the producer is done or the source closed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        want = min(frames, self.max_frames)
+        while not (self._finished or self._closed or len(self._frames) >= want):
+            self._grew.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._grew.wait(), remaining)
+            except TimeoutError:
+                return
 
     @property
     def finished(self) -> bool:
@@ -126,6 +145,7 @@ class StreamingSource(discord.AudioSource):
             return SILENCE
         if self.first_read_at is None:
             self.first_read_at = time.monotonic()
+            self.buffered_at_start = len(self._frames) + 1
         self.frames_read += 1
         if wake and self._loop is not None:
             self._loop.call_soon_threadsafe(self._space.set)
@@ -148,6 +168,7 @@ class StreamingSource(discord.AudioSource):
         if loop is not None and not loop.is_closed():
             def _stop() -> None:
                 self._space.set()
+                self._grew.set()
                 if task is not None and not task.done():
                     task.cancel()
             try:

@@ -58,6 +58,7 @@ class Utterance:
     skipped: bool = False
     error: str = ""
     ttfa: float | None = None
+    prerolled: bool = False  # playback waited for a buffer because the engine was busy
     synth_started: float | None = None
     synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
 
@@ -89,6 +90,8 @@ class GuildSpeaker:
         lookahead: int = 1,
         buffer_frames: int = 1500,
         idle_leave_s: float = 0.0,
+        preroll_s: float = 0.0,
+        preroll_wait_s: float = 0.0,
         on_utterance: Callable[[Utterance, Outcome], None] | None = None,
         encoder: dict | None = None,
     ) -> None:
@@ -99,6 +102,8 @@ class GuildSpeaker:
         self.lookahead = lookahead
         self.buffer_frames = buffer_frames
         self.idle_leave_s = idle_leave_s
+        self.preroll_s = preroll_s
+        self.preroll_wait_s = preroll_wait_s
         self.on_utterance = on_utterance
         self.encoder = encoder or {}  # Opus options for VoiceClient.play
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
@@ -276,6 +281,15 @@ class GuildSpeaker:
                   exc_info=(type(exc), exc, exc.__traceback__))
         return f"I could not synthesize that (ref {utt.request.request_id}). Please try again."
 
+    def _engine_busy(self) -> bool:
+        """Other guilds have a full round of segments waiting for the engine: this guild's next segment
+        may come later than its first one takes to play, so playback should start with a buffer."""
+        scheduler = getattr(self.engine, "scheduler", None)
+        if scheduler is None:
+            return False
+        waiting = scheduler.stats().waiting
+        return sum(n for key, n in waiting.items() if key != self.guild_id) >= scheduler.max_concurrency
+
     async def _play(self, utt: Utterance) -> Outcome:
         src = utt.source
         assert src is not None
@@ -290,6 +304,11 @@ class GuildSpeaker:
             if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
                 return await self._fail(utt, self._error_text(utt, src.error))
             return Outcome.PLAYED  # nothing to say (e.g. only a pause)
+        if self.preroll_s > 0 and self._engine_busy():
+            utt.prerolled = True
+            await src.wait_buffered(frames_of(self.preroll_s), self.preroll_wait_s)
+            if utt.skipped:
+                return Outcome.SKIPPED
         vc = await self.connection.ensure()
         if vc is None:
             src.close()

@@ -100,3 +100,20 @@ async def test_producer_error_is_kept_not_raised():
     await asyncio.wait_for(src.producer, 5)
     assert isinstance(src.error, RuntimeError)
     assert src.read() != b"" and src.read() == b""
+
+
+async def test_wait_buffered_returns_at_the_count_at_the_end_or_at_the_timeout():
+    src = StreamingSource(max_frames=100)
+    src.start(gen([chunk(1)] * 30, delay=0.01))
+    await asyncio.wait_for(src.wait_buffered(10, 5.0), 6)
+    assert 10 <= src.buffered_frames < 30 and not src.finished
+    await asyncio.wait_for(src.wait_buffered(1000, 5.0), 6)  # more than will ever come: ends with the producer
+    assert src.finished and src.buffered_frames == 30
+
+    slow = StreamingSource(max_frames=100)
+    slow.start(gen([chunk(1)] * 5, delay=1.0))
+    t0 = time.monotonic()
+    await slow.wait_buffered(5, 0.3)
+    assert time.monotonic() - t0 < 1.0 and slow.buffered_frames < 5
+    slow.close()
+    await asyncio.wait_for(slow.wait_buffered(5, 5.0), 1)  # a closed source does not keep anyone waiting

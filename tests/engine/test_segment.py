@@ -82,7 +82,9 @@ def test_later_segments_grow_and_prefer_sentence_ends() -> None:
     sentence = "This is a sentence of about fifty characters, ok. "
     segs = split_segments(sentence * 10, 60, 240)
     assert all(s.endswith(".") for s in segs)
-    assert len(segs[1]) > len(segs[0])
+    lengths = [len(s) for s in segs]
+    assert lengths[:3] == [49, 49, 99]  # limits 60, 90, 135: whole sentences only
+    assert max(lengths) > 150 and all(n <= 240 for n in lengths)
 
 
 def test_clean_text_strips_controls_caps_zalgo_and_collapses_space() -> None:
