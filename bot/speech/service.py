@@ -50,10 +50,10 @@ class SpeechService:
         info = getattr(self.engine, "info", None)
         log.info(
             "utterance request=%s guild=%s kind=%s backend=%s outcome=%s ttfa=%s audio_s=%.2f synth_s=%.2f "
-            "chars=%d underruns=%d",
+            "chars=%d underruns=%d prerolled=%d",
             r.request_id, guild_id, r.kind, info.name if info else "?", outcome.value,
             f"{utt.ttfa:.3f}" if utt.ttfa is not None else "-", utt.audio_seconds, utt.synth_seconds,
-            len(r.text), utt.source.underruns if utt.source is not None else 0,
+            len(r.text), utt.source.underruns if utt.source is not None else 0, utt.prerolled,
         )
         for listener in self.listeners:
             try:
