@@ -42,11 +42,16 @@ async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
                 heard = await _heard(sb, demo, TEXT)
                 served_segments = server_engine.counters.segments_done
                 assert served_segments >= 1  # the speech really came from the server's engine
-                local = mono(await server_engine.synthesize_all(TEXT, __import__("engine.base").base.Voice()))
+                # Piper samples each phoneme's duration, so one reference rendering can be an outlier:
+                # the heard speech is compared with the closer of two.
+                voice = __import__("engine.base").base.Voice()
+                refs = [mono(await server_engine.synthesize_all(TEXT, voice)) for _ in range(2)]
+                local = refs[0]
                 assert rms(heard) > 0.02
                 assert abs(len(heard) - len(local)) / len(local) < 0.2, (len(heard), len(local))
-                corr = stretched_envelope_correlation(heard, local)
-                assert corr > 0.6, corr  # measured 0.79-0.90 over five runs; another text gives 0.43-0.51
+                corr = max(stretched_envelope_correlation(heard, ref) for ref in refs)
+                underruns = running.bot.speech.speakers[demo.guild.id].underruns  # a stutter shows here
+                assert corr > 0.6, (corr, f"underruns {underruns}")  # measured 0.79-0.90 over five runs; another text gives 0.43-0.51
             finally:
                 await running.stop()
     finally:

@@ -45,7 +45,10 @@ async def test_join_then_say_is_heard_and_matches_the_engine_cli(sb, demo, bot, 
     await capture.wait_until_silent(0.6, timeout=60)
     heard = mono(capture.pcm())
     assert capture.decrypt_errors == 0
-    reference = engine_say(TEXT, tmp_path / "ref.wav")
+    # Piper samples each phoneme's duration, so one rendering can be an outlier: two references,
+    # the closer one counts.
+    references = [engine_say(TEXT, tmp_path / f"ref{i}.wav") for i in range(2)]
+    reference = references[0]
     other = engine_say(OTHER, tmp_path / "other.wav")
     # Right length: within 15 % of what the engine CLI produced for the same text (Piper samples its
     # durations, so two runs differ by a few percent).
@@ -55,7 +58,7 @@ async def test_join_then_say_is_heard_and_matches_the_engine_cli(sb, demo, bot, 
     # follows the CLI's output far better than another sentence's, and the coarse spectrum is close.
     # Thresholds: correlation > 0.7 and above the other text's by 0.2 (measured without Discord: the
     # same text 0.86-0.94, another text 0.43-0.51); band-profile distance below 2.0.
-    same = stretched_envelope_correlation(heard, reference)
+    same = max(stretched_envelope_correlation(heard, ref) for ref in references)
     diff = stretched_envelope_correlation(heard, other)
     underruns = bot.speech.speakers[demo.guild.id].underruns  # a stutter shows here first
     assert same > 0.7 and same > diff + 0.2, (same, diff, f"underruns {underruns}")
