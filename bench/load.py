@@ -354,7 +354,7 @@ async def run(plan: Plan, *, log_level: str = "ERROR") -> dict:
                     "peak_rss_mb": peak_rss_mb(), "loop_lag_p99_ms": pct(lags, 0.99) * 1000,
                     "loop_lag_max_ms": max(lags, default=0.0) * 1000,
                     "gc_max_ms": max(gcp.pauses, default=0.0) * 1000,
-                    "sessions": len(getattr(getattr(bot.engine, "backend", None), "_sessions", []) or []),
+                    "sessions": getattr(getattr(bot.engine, "backend", None), "sessions_alive", 0),
                     "threads": threading.active_count(),
                     "tasks_idle": sum(idle_kinds.values()), "tasks_end": sum(end_kinds.values()),
                     "tasks_left": sum(extra.values()), "tasks_left_kinds": dict(extra),

@@ -1,4 +1,4 @@
-"""The default backend: Piper (piper-tts) on onnxruntime, CPU, one session per worker thread."""
+"""The default backend: Piper (piper-tts) on onnxruntime, CPU, a pool of `workers` sessions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import hashlib
 import json
 import logging
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.sessions import SessionPool
 from engine.settings import PiperSettings
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,10 @@ def _piper_version() -> str:
 
 
 class PiperBackend:
-    """Piper synthesis. The model is read once per process; each worker thread gets its own
-    onnxruntime session with `intra_op_num_threads = cpu_count // workers` so workers share the
-    cores instead of fighting over them. Speed maps to length_scale = 1/speed. Piper has no pitch
+    """Piper synthesis. The model is read once per process; each running generator leases its own
+    onnxruntime session from a pool of `workers` (engine/sessions.py), with `intra_op_num_threads =
+    cpu_count // workers` so workers share the cores instead of fighting over them. Sessions belong
+    to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to length_scale = 1/speed. Piper has no pitch
     control: pitch and voice matching are applied afterwards by engine.matching.apply_voice.
     """
 
@@ -96,9 +97,7 @@ class PiperBackend:
         self.model = load_model(str(Path(path).expanduser().resolve()))
         cfg = self.model.config
         self.intra_op_threads = max(1, (os.cpu_count() or 1) // self.workers)
-        self._local = threading.local()
-        self._sessions_lock = threading.Lock()
-        self._sessions: list[object] = []
+        self._voices: SessionPool[object] = SessionPool(self._new_voice, self.workers)
         speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
         self.info = BackendInfo(
             name="piper",
@@ -123,21 +122,19 @@ class PiperBackend:
             self.model.model_bytes, sess_options=opts, providers=["CPUExecutionProvider"]
         )
 
-    def _voice(self) -> object:
-        """This thread's PiperVoice (its own session, the shared config)."""
-        voice = getattr(self._local, "voice", None)
-        if voice is None:
-            from piper import PiperVoice
+    def _new_voice(self) -> object:
+        """A PiperVoice over a new session and the shared config."""
+        from piper import PiperVoice
 
-            session = self._new_session()
-            with self._sessions_lock:
-                self._sessions.append(session)
-            voice = PiperVoice(session=session, config=self.model.config)
-            self._local.voice = voice
-        return voice
+        return PiperVoice(session=self._new_session(), config=self.model.config)
+
+    @property
+    def sessions_alive(self) -> int:
+        """onnxruntime sessions in existence (at rest at most `workers`)."""
+        return self._voices.alive
 
     def warm_up(self) -> None:
-        """Create this thread's session and run a tiny synthesis (first runs are slower)."""
+        """Create a session (when fewer than `workers` exist) and run a tiny synthesis (first runs are slower)."""
         for _ in self.synthesize("Hi.", Voice()):
             pass
 
@@ -215,21 +212,19 @@ class PiperBackend:
     def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
         """Yield float32 mono audio, one array per sentence Piper finds in `text`."""
         self._check_voice(voice)
-        pv = self._voice()
-        for phonemes in pv.phonemize(text):
-            if cancel is not None and cancel.cancelled:
-                return
-            if not phonemes:
-                continue
-            ids = pv.phonemes_to_ids(phonemes)
-            audio = self._run(pv, ids, voice, cancel)
-            if len(audio):
-                yield self._post(audio, voice)
+        with self._voices.lease() as pv:  # held until the generator ends or is closed
+            for phonemes in pv.phonemize(text):
+                if cancel is not None and cancel.cancelled:
+                    return
+                if not phonemes:
+                    continue
+                ids = pv.phonemes_to_ids(phonemes)
+                audio = self._run(pv, ids, voice, cancel)
+                if len(audio):
+                    yield self._post(audio, voice)
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
         return None  # voice matching features are filled in by the voices work (engine.matching)
 
     def close(self) -> None:
-        with self._sessions_lock:
-            self._sessions.clear()
-        self._local = threading.local()
+        self._voices.close()

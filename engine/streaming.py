@@ -70,27 +70,46 @@ class _Job:
         self.task: asyncio.Task[None] | None = None
 
 
-class _BlockingStep:
-    """Drives a blocking backend generator one chunk per executor call."""
+class _PinnedSegment:
+    """Runs a blocking backend generator to its end in one executor call, so it never changes thread.
 
-    def __init__(self, backend: Backend, text: str, voice: Voice, kwargs: dict[str, Any]) -> None:
-        self._open = lambda: iter(backend.synthesize(text, voice, **kwargs))
-        self._it: Any = None
+    Chunks reach the job's queue through the loop; the generator is closed on its own thread when the
+    segment is cancelled (the token) or the loop goes away. Returns the samples produced.
+    """
 
-    def __call__(self) -> Any:
-        if self._it is None:
-            self._it = self._open()
+    def __init__(
+        self, backend: Backend, job: _Job, voice: Voice, kwargs: dict[str, Any], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._open = lambda: iter(backend.synthesize(job.text, voice, **kwargs))
+        self._job = job
+        self._loop = loop
+
+    def __call__(self) -> int:
+        it = self._open()
+        produced = 0
         try:
-            return next(self._it)
-        except StopIteration:
-            return _END
+            for item in it:
+                if self._job.token.cancelled:
+                    break
+                arr = np.asarray(item, dtype=np.float32).reshape(-1)
+                produced += len(arr)
+                try:
+                    self._loop.call_soon_threadsafe(self._job.queue.put_nowait, arr)
+                except RuntimeError:  # the loop is gone
+                    break
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+        return produced
 
 
 class StreamingEngine:
     """The Engine of engine/base.py over one backend.
 
-    Each segment of an utterance takes a scheduler slot keyed by `key`; blocking backends run chunk
-    by chunk in a pool of `settings.workers` threads (engine/pool.py), AsyncBackends run on the loop.
+    Each segment of an utterance takes a scheduler slot keyed by `key`; a blocking backend's generator
+    runs a whole segment on one thread of a pool of `settings.workers` (engine/pool.py), so it never
+    changes thread (its session stays with it); AsyncBackends run on the loop.
     Effective parallelism is min(workers, max_concurrency). Segment N+1 is started (waits for its slot) while segment N
     is streamed, so playback has no gaps. Closing or cancelling the stream cancels its work and
     frees its slots at once.
@@ -245,24 +264,15 @@ class StreamingEngine:
     async def _run_blocking(self, job: _Job, voice: Voice, deadline: float) -> int:
         loop = asyncio.get_running_loop()
         kwargs = {"cancel": job.token} if self._pass_cancel else {}
-        step = _BlockingStep(self.backend, job.text, voice, kwargs)  # type: ignore[arg-type]
-        produced = 0
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise self._timeout()
-            cf = self._pool.submit(step)
-            job.inflight = cf
-            try:
-                item = await asyncio.wait_for(asyncio.wrap_future(cf), remaining)
-            except TimeoutError:
-                raise self._timeout() from None
-            job.inflight = None
-            if item is _END:
-                return produced
-            arr = np.asarray(item, dtype=np.float32).reshape(-1)
-            produced += len(arr)
-            job.queue.put_nowait(arr)
+        run = _PinnedSegment(self.backend, job, voice, kwargs, loop)  # type: ignore[arg-type]
+        cf = self._pool.submit(run)
+        job.inflight = cf
+        try:
+            produced = await asyncio.wait_for(asyncio.wrap_future(cf), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            raise self._timeout() from None
+        job.inflight = None
+        return int(produced)
 
     async def _run_async(self, job: _Job, voice: Voice, deadline: float) -> int:
         loop = asyncio.get_running_loop()

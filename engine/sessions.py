@@ -1,0 +1,78 @@
+"""A bounded pool of reusable inference sessions: one lent per running generator, at most `size` kept."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class SessionPool(Generic[T]):
+    """Sessions are created on demand up to `size` and reused; a generator holds one for its segment.
+
+    When all `size` are lent (a skipped call still finishing in a retired thread), a caller waits up to
+    `wait_s` for one to come back, then creates an extra one; extras are freed when returned, so at rest
+    the pool never holds more than `size` sessions, however many threads were retired.
+    """
+
+    def __init__(self, create: Callable[[], T], size: int, wait_s: float = 5.0) -> None:
+        self._create = create
+        self.size = max(1, size)
+        self.wait_s = wait_s
+        self._cond = threading.Condition()
+        self._free: list[T] = []
+        self._alive = 0  # free + lent
+        self._closed = False
+
+    @property
+    def alive(self) -> int:
+        """Sessions in existence (free or lent)."""
+        with self._cond:
+            return self._alive
+
+    @contextmanager
+    def lease(self) -> Iterator[T]:
+        session = self._acquire()
+        try:
+            yield session
+        finally:
+            self._release(session)
+
+    def _acquire(self) -> T:
+        deadline = time.monotonic() + self.wait_s
+        with self._cond:
+            while not self._free and self._alive >= self.size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            if self._free:
+                return self._free.pop()
+            self._alive += 1  # reserved before the slow creation, outside the lock
+        try:
+            return self._create()
+        except BaseException:
+            with self._cond:
+                self._alive -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, session: T) -> None:
+        with self._cond:
+            if self._closed or self._alive > self.size:
+                self._alive -= 1  # an extra (or the pool is closed): dropped, its memory freed
+            else:
+                self._free.append(session)
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Free the idle sessions; lent ones are freed when returned."""
+        with self._cond:
+            self._closed = True
+            self._alive -= len(self._free)
+            self._free.clear()
+            self._cond.notify_all()
