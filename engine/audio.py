@@ -164,8 +164,17 @@ class FrameConverter:
         self._pending = np.zeros(0, dtype=np.float32)
         return self._encode(x)
 
+    def close(self) -> None:
+        """Free the native resampler now: an utterance's end (or failure) must not leave it to the garbage
+        collector, since a traceback can keep the converter alive until exit (soxr then reports a leak)."""
+        self._done = True
+        self._resampler = None
+
 
 def to_frames(audio: np.ndarray, src_rate: int, **kwargs: object) -> bytes:
     """Convert one whole clip (float mono) at once; a convenience over FrameConverter."""
     conv = FrameConverter(src_rate, **kwargs)  # type: ignore[arg-type]
-    return conv.feed(audio) + conv.flush()
+    try:
+        return conv.feed(audio) + conv.flush()
+    finally:
+        conv.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -28,12 +29,14 @@ class WorkerPool:
         self._retired: set[threading.Thread] = set()
         self._serial = 0
         self._closed = False
+        self._threads: list[threading.Thread] = []
         for _ in range(self.size):
             self._spawn()
 
     def _spawn(self) -> None:
         self._serial += 1
         t = threading.Thread(target=self._work, name=f"{self.name}-{self._serial}", daemon=True)
+        self._threads = [*(x for x in self._threads if x.is_alive()), t]
         t.start()
 
     def _work(self) -> None:
@@ -42,24 +45,27 @@ class WorkerPool:
             item = self._queue.get()
             if item is None:
                 return
-            fut, fn = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            with self._lock:
-                self._running[fut] = me
-            try:
-                result = fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiter
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result)
-            finally:
-                with self._lock:
-                    self._running.pop(fut, None)
-                    retired = me in self._retired
-                    self._retired.discard(me)
+            retired = self._call(me, *item)
+            del item  # a parked thread keeps no finished call (nor its exception's traceback) alive
             if retired:
                 return
+
+    def _call(self, me: threading.Thread, fut: Future[Any], fn: Callable[[], Any]) -> bool:
+        """Run one call; True when this thread was retired meanwhile and must leave."""
+        if not fut.set_running_or_notify_cancel():
+            return False
+        with self._lock:
+            self._running[fut] = me
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            fut.set_exception(exc)
+        finally:
+            with self._lock:
+                self._running.pop(fut, None)
+                retired = me in self._retired
+                self._retired.discard(me)
+        return retired
 
     def submit(self, fn: Callable[[], Any]) -> Future[Any]:
         if self._closed:
@@ -87,8 +93,9 @@ class WorkerPool:
         with self._lock:
             return len(self._retired)
 
-    def shutdown(self) -> None:
-        """Stop taking calls; idle threads leave, running calls finish in their daemon threads."""
+    def shutdown(self, wait_s: float = 2.0) -> None:
+        """Stop taking calls; idle threads leave (waited for up to `wait_s` in all, so nothing they hold
+        outlives the pool), running calls finish in their daemon threads."""
         if self._closed:
             return
         self._closed = True
@@ -101,3 +108,9 @@ class WorkerPool:
                 item[0].cancel()
         for _ in range(self.size):
             self._queue.put(None)
+        deadline = time.monotonic() + wait_s
+        with self._lock:
+            busy = set(self._running.values())
+        for t in self._threads:
+            if t is not threading.current_thread() and t not in busy:
+                t.join(max(0.0, deadline - time.monotonic()))

@@ -150,6 +150,7 @@ class RemoteBackend:
                     break
             complete = True
         finally:
+            resampler = None  # free the native resampler now, not when a traceback lets go of this frame
             if complete:
                 resp.release()
             else:

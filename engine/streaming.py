@@ -211,6 +211,7 @@ class StreamingEngine:
             done = True
             yield AudioChunk(tail, rate, channels, segment=len(jobs) - 1, final=True)
         finally:
+            conv.close()
             if not done:
                 cancelled = False
                 for job in jobs:
