@@ -22,9 +22,11 @@
 - `GET /healthz` (no auth) -> `{"status": "ok", "backend", "version", "sample_rate", ...}`.
 - `GET /metrics`: Prometheus text from a per-app registry.
 
-Auth: with a key in the environment variable `settings.api_key_env` (several keys may be given,
-comma-separated) every route but /healthz needs `Authorization: Bearer <key>`. Without one, any or
-no token is accepted, and the server refuses to listen beyond loopback. Errors are OpenAI-shaped:
+Auth (engine/server_auth.py): with a key in the environment variable `settings.api_key_env` (several
+keys may be given, comma-separated; a blank one is refused at start) every route but /healthz needs
+`Authorization: Bearer <key>`. Each key is a tenant: it sees and uses its own registered voices and
+those the operator marked public. Without a key, any or no token is accepted (one tenant), and the
+server refuses to listen beyond loopback. Errors are OpenAI-shaped:
 `{"error": {"message", "type", "param", "code"}}`. Each request's segments are scheduled by the
 engine's fair scheduler keyed by client (its token's fingerprint, else its address), so
 `per_key_limit` is a per-client limit here; at most `max_streams` streams run at once (429 past it).
@@ -36,7 +38,6 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
-import hmac
 import ipaddress
 import json
 import logging
@@ -57,9 +58,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.core import GaugeMetricFamily
 
 from engine.base import EngineError, SynthesisTimeout, TextRejected, Voice
+from engine.server_auth import Tenants, parse_keys, voice_id_for_tenant
 from engine.settings import EngineSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.voice_store import MAX_NAME_CHARS, StoredVoice, VoiceStore, is_voice_id
+from engine.voice_store import StoredVoice, VoiceStore, clean_name, is_voice_id
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ _JSON_OVERHEAD = 16_384
 _MULTIPART_OVERHEAD = 65_536
 _SFC_SET_OGG_PAGE_LATENCY_MS = 0x1302  # libsndfile >= 1.2
 OPEN_PATHS = frozenset({"/healthz"})
+TENANT = web.RequestKey("tenant", str)  # set by the auth middleware on every authenticated request
 
 # A registrar turns an upload (bytes, transcript) into (features for this backend, FLAC of the clip).
 Registrar = Callable[[bytes, str], tuple[bytes, bytes]]
@@ -321,8 +324,9 @@ def client_key(request: web.Request) -> str:
 
 
 def api_keys_from_env(settings: ServerSettings) -> str | None:
-    value = os.environ.get(settings.api_key_env, "").strip()
-    return value or None
+    """The keys in the environment, validated (EngineError on a blank one), comma-joined; None if unset."""
+    keys = parse_keys(os.environ.get(settings.api_key_env), settings.api_key_env)
+    return ",".join(keys) or None
 
 
 def registrar_for(engine: StreamingEngine, settings: ServerSettings) -> Registrar:
@@ -348,7 +352,7 @@ def create_app(
     max_streams: int = 64,
 ) -> web.Application:
     """The server's aiohttp app over a running engine (the caller owns and closes the engine)."""
-    keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())
+    tenants = Tenants(parse_keys(api_key, settings.api_key_env))
     store = voice_store if voice_store is not None else VoiceStore()
     register = registrar or registrar_for(engine, settings)
     metrics = _Metrics(engine)
@@ -384,20 +388,21 @@ def create_app(
 
     @web.middleware
     async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
-        if keys and request.path not in OPEN_PATHS:
-            token = _bearer(request) or ""
-            if not any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
+        if request.path not in OPEN_PATHS:
+            tenant = tenants.tenant_of(_bearer(request))
+            if tenant is None:
                 raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",
                                code="invalid_api_key")
+            request[TENANT] = tenant
         return await handler(request)
 
-    def resolve_voice(req: SpeechRequest) -> Voice:
+    def resolve_voice(req: SpeechRequest, tenant: str) -> Voice:
         name = req.voice
         if name in ("", "default"):
             return Voice(speed=req.speed, pitch=req.pitch)
         if is_voice_id(name):
             stored: StoredVoice | None = store.get(name)
-            if stored is None:
+            if stored is None or not stored.visible_to(tenant):
                 raise ApiError(404, f"No voice with id {name!r} is registered here.", code="voice_not_found", param="voice")
             if stored.profile.backend != info.name:
                 raise ApiError(400, f"Voice {name!r} was registered for the {stored.profile.backend} backend; register it again.",
@@ -419,7 +424,7 @@ def create_app(
         except (ValueError, UnicodeDecodeError):
             raise ApiError(400, "The request body is not valid JSON.", code="invalid_json") from None
         req = parse_speech(body, info.name, max_chars)
-        voice = resolve_voice(req)
+        voice = resolve_voice(req, request[TENANT])
         if active >= max_streams:
             raise ApiError(429, "The voice server is busy; try again shortly.", type="rate_limit_error", code="server_busy")
         active += 1
@@ -479,7 +484,7 @@ def create_app(
         return resp
 
     async def list_voices(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [v.public() for v in store.list()]})
+        return web.json_response({"object": "list", "data": [v.public() for v in store.list(request[TENANT])]})
 
     async def add_voice(request: web.Request) -> web.Response:
         limit = settings.max_upload_bytes + _MULTIPART_OVERHEAD
@@ -492,7 +497,7 @@ def create_app(
         data = fields.get("file")
         if not data:
             raise ApiError(400, "The upload has no 'file' field (the reference clip).", code="invalid_upload", param="file")
-        name = fields.get("name", b"").decode("utf-8", "replace").strip()[:MAX_NAME_CHARS] or "voice"
+        name = clean_name(fields.get("name", b"").decode("utf-8", "replace"))
         transcript = fields.get("transcript", b"").decode("utf-8", "replace")
         async with registering:
             try:
@@ -501,9 +506,11 @@ def create_app(
                 raise ApiError(400, str(exc), code="invalid_clip", param="file") from exc
             from engine.registration import voice_id_for
 
+            tenant = request[TENANT]
             stored = await asyncio.to_thread(
-                store.add, voice_id_for(flac), name, backend=info.name, backend_version=info.version,
-                features=features, transcript=transcript.strip(), clip_flac=flac)
+                store.add, voice_id_for_tenant(voice_id_for(flac), tenant), name, backend=info.name,
+                backend_version=info.version, features=features, transcript=transcript.strip(), clip_flac=flac,
+                owner=tenant)
         return web.json_response(stored.public())
 
     async def healthz(request: web.Request) -> web.Response:
@@ -564,7 +571,7 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(host: str, api_key: str | None, settings: ServerSettings) -> None:
     """Refuse to listen beyond loopback without an API key (EngineError: one line for the CLI)."""
-    if not api_key and not is_loopback(host):
+    if not parse_keys(api_key, settings.api_key_env) and not is_loopback(host):
         raise EngineError(
             f"refusing to listen on {host or 'all interfaces'} without an API key: set {settings.api_key_env}, "
             "or bind to 127.0.0.1"

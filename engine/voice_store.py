@@ -1,11 +1,15 @@
 """The engine server's registered voices: an in-memory index over a folder, one voice per id.
 
 Layout of the folder (created on first write): `<id>.json` (name, backend, backend_version,
-transcript, created_at), `<id>.features` (the backend's feature blob) and, when the clip was
+transcript, created_at, owner, public), `<id>.features` (the backend's feature blob) and, when the clip was
 decoded, `<id>.flac` (the reference, so features can be derived again after a model change).
 Files are written atomically (temp file + rename); a voice whose files are damaged is skipped at
 load with a warning. Ids are engine.registration's (`v` + 16 hex of the clip's hash), so the same
-clip uploaded twice is one voice.
+clip uploaded twice is one voice (the engine server scopes ids per tenant, engine/server_auth.py).
+
+Each voice has an `owner` (the engine server's tenant, "" without API keys) and a `public` flag that
+only the operator sets (`"public": true` in `<id>.json`, or `set_public`): a tenant sees and uses its
+own voices and the public ones. Names are cleaned of control and format characters on the way in.
 """
 
 from __future__ import annotations
@@ -17,15 +21,21 @@ import re
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.base import EngineError, VoiceProfile
+from engine.segment import clean_text
 
 log = logging.getLogger(__name__)
 
 _ID_RE = re.compile(r"^v[0-9a-f]{16}$")
 MAX_NAME_CHARS = 100
+
+
+def clean_name(name: str) -> str:
+    """A voice name as stored and shown: no control or format characters (NUL, ESC, RLO, CR/LF), one line."""
+    return " ".join(clean_text(name[: 4 * MAX_NAME_CHARS]).split())[:MAX_NAME_CHARS] or "voice"
 
 
 class VoiceStoreFull(EngineError):
@@ -38,6 +48,11 @@ class StoredVoice:
     name: str
     profile: VoiceProfile
     created_at: int
+    owner: str = ""
+    is_public: bool = False
+
+    def visible_to(self, tenant: str) -> bool:
+        return self.is_public or self.owner == tenant
 
     def public(self) -> dict[str, object]:
         """What `GET /v1/voices` shows (never the features)."""
@@ -81,7 +96,8 @@ class VoiceStore:
                     features=features,
                     transcript=str(meta.get("transcript", "")),
                 )
-                self._voices[vid] = StoredVoice(vid, str(meta["name"]), profile, int(meta["created_at"]))
+                self._voices[vid] = StoredVoice(vid, clean_name(str(meta["name"])), profile, int(meta["created_at"]),
+                                                owner=str(meta.get("owner", "")), is_public=meta.get("public") is True)
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping damaged voice %s in %s: %s", vid, self.folder, exc)
 
@@ -91,9 +107,11 @@ class VoiceStore:
     def get(self, voice_id: str) -> StoredVoice | None:
         return self._voices.get(voice_id)
 
-    def list(self) -> list[StoredVoice]:
+    def list(self, tenant: str | None = None) -> list[StoredVoice]:
+        """All voices, or those `tenant` may see (its own and the public ones)."""
         with self._lock:
-            return sorted(self._voices.values(), key=lambda v: (v.created_at, v.id))
+            voices = [v for v in self._voices.values() if tenant is None or v.visible_to(tenant)]
+        return sorted(voices, key=lambda v: (v.created_at, v.id))
 
     def add(
         self,
@@ -105,36 +123,58 @@ class VoiceStore:
         features: bytes,
         transcript: str = "",
         clip_flac: bytes | None = None,
+        owner: str = "",
     ) -> StoredVoice:
         """Store (or replace) a voice and return it (blocking file I/O: call it off the event loop)."""
         if not is_voice_id(voice_id):
             raise ValueError(f"not a voice id: {voice_id!r}")
-        name = name.strip()[:MAX_NAME_CHARS] or "voice"
+        name = clean_name(name)
         vid = voice_id
         with self._lock:
-            if vid not in self._voices and len(self._voices) >= self.max_voices:
+            old = self._voices.get(vid)
+            if old is not None and old.owner != owner:
+                raise EngineError(f"Voice {vid} belongs to another tenant.")
+            if old is None and len(self._voices) >= self.max_voices:
                 raise VoiceStoreFull(f"The server holds its limit of {self.max_voices} voices.")
             profile = VoiceProfile(vid, backend, backend_version, features, transcript)
-            voice = StoredVoice(vid, name, profile, int(time.time()))
+            voice = StoredVoice(vid, name, profile, int(time.time()), owner=owner, is_public=old is not None and old.is_public)
             if self.folder is not None:
                 self._write(voice, clip_flac)
             self._voices[vid] = voice
         return voice
 
+    def set_public(self, voice_id: str, public: bool = True) -> StoredVoice:
+        """The operator's switch: a public voice is seen and used by every tenant (blocking file I/O)."""
+        with self._lock:
+            old = self._voices.get(voice_id)
+            if old is None:
+                raise KeyError(voice_id)
+            voice = replace(old, is_public=public)
+            if self.folder is not None:
+                self._write_meta(voice)
+            self._voices[voice_id] = voice
+        return voice
+
     def _write(self, voice: StoredVoice, clip_flac: bytes | None) -> None:
         assert self.folder is not None
         self.folder.mkdir(parents=True, exist_ok=True)
+        if clip_flac:
+            _atomic_write(self.folder / f"{voice.id}.flac", clip_flac)
+        _atomic_write(self.folder / f"{voice.id}.features", voice.profile.features)
+        self._write_meta(voice)  # last: marks it complete
+
+    def _write_meta(self, voice: StoredVoice) -> None:
+        assert self.folder is not None
         meta = {
             "name": voice.name,
             "backend": voice.profile.backend,
             "backend_version": voice.profile.backend_version,
             "transcript": voice.profile.transcript,
             "created_at": voice.created_at,
+            "owner": voice.owner,
+            "public": voice.is_public,
         }
-        if clip_flac:
-            _atomic_write(self.folder / f"{voice.id}.flac", clip_flac)
-        _atomic_write(self.folder / f"{voice.id}.features", voice.profile.features)
-        _atomic_write(self.folder / f"{voice.id}.json", json.dumps(meta, sort_keys=True).encode())  # last: marks it complete
+        _atomic_write(self.folder / f"{voice.id}.json", json.dumps(meta, sort_keys=True).encode())
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
