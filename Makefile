@@ -1,5 +1,5 @@
 # The two commands of README.md: `make run` and `make test`.
-.PHONY: run test bench sandbox
+.PHONY: run test bench sandbox lock
 
 run:
 	@bash scripts/setup.sh run
@@ -18,3 +18,6 @@ bench:
 	.venv/bin/python bench/engine.py
 	.venv/bin/python bench/e2e.py
 	.venv/bin/python bench/voices.py
+
+lock:  # resolve pyproject.toml anew and rewrite requirements.lock (commit both together)
+	@bash scripts/lock.sh

@@ -36,10 +36,10 @@ fi
 extra=""
 [ "$MODE" = "test" ] && extra="[test]"
 stamp=".venv/.installed${extra}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing Python packages (first time: a few minutes)"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  # torch is pinned to 2.13.0 (the CPU build); see README "GPU deployment" for CUDA.
-  .venv/bin/python -m pip install -q -e ".${extra}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -nt "$stamp" ]; then
+  echo "setup: installing Python packages from requirements.lock (first time: a few minutes)"
+  # Exact versions from the lock (torch is the CPU build 2.13.0; see docs/gpu.md for CUDA).
+  .venv/bin/python -m pip install -q -c requirements.lock pip >/dev/null
+  .venv/bin/python -m pip install -q -c requirements.lock -e ".${extra}"
   touch "$stamp"
 fi
