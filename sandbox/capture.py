@@ -1,11 +1,12 @@
-"""Per-guild recorder of the RTP audio the bot sends: decoded 48 kHz PCM, arrival times, SPEAKING, SSRC."""
+"""Per-guild recorder of the bot's audio as a listening client hears it: Opus frames (decoded on read), drops, SPEAKING."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from .state import Signal
 
@@ -20,7 +21,7 @@ class Packet:
     seq: int
     timestamp: int
     ssrc: int
-    pcm: bytes               # decoded 3840-byte frame
+    opus: bytes              # the Opus frame after transport and DAVE decryption (decode with Capture.pcm)
     silence: bool            # one of the OPUS_SILENCE frames sent at the end of a stream
 
 
@@ -38,11 +39,20 @@ class Capture:
         self.guild_id = guild_id
         self.packets: list[Packet] = []
         self.speaking: list[SpeakingEvent] = []
-        self.decrypt_errors = 0
+        self.decrypt_errors = 0            # transport decryption failed
+        self.dropped = 0                   # frames the listening client dropped (not E2EE, or no key for them)
+        self.drop_reasons: collections.Counter = collections.Counter()
+        self.unheard = 0                   # E2EE frames sent while nobody else was in the channel
+        self.decode_errors = 0
         self._signal = Signal()
 
     def _add(self, packet: Packet) -> None:
         self.packets.append(packet)
+        self._signal.fire()
+
+    def _drop(self, reason: str) -> None:
+        self.dropped += 1
+        self.drop_reasons[reason] += 1
         self._signal.fire()
 
     def _speaking(self, speaking: int, ssrc: int) -> None:
@@ -52,7 +62,14 @@ class Capture:
     def clear(self) -> None:
         self.packets.clear()
         self.speaking.clear()
-        self.decrypt_errors = 0
+        self.decrypt_errors = self.dropped = self.unheard = self.decode_errors = 0
+        self.drop_reasons.clear()
+
+    def stats(self) -> dict:
+        """Frame counts: heard (voiced + silence), dropped by the listener, unheard, transport decrypt errors."""
+        return {"heard": len(self.packets), "voiced": len(self.voiced), "dropped": self.dropped,
+                "unheard": self.unheard, "decrypt_errors": self.decrypt_errors,
+                "drop_reasons": dict(self.drop_reasons)}
 
     @property
     def voiced(self) -> list[Packet]:
@@ -78,9 +95,22 @@ class Capture:
     def ssrcs(self) -> set[int]:
         return {p.ssrc for p in self.packets}
 
+    def decoded(self, packets: Optional[list[Packet]] = None) -> Iterator[tuple[Packet, bytes]]:
+        """(packet, 3840-byte PCM) in arrival order, decoded now with one Opus decoder per SSRC (real libopus)."""
+        from discord.opus import Decoder
+        decoders: dict[int, Decoder] = {}
+        for p in self.packets if packets is None else packets:
+            dec = decoders.get(p.ssrc) or decoders.setdefault(p.ssrc, Decoder())
+            try:
+                pcm = dec.decode(p.opus, fec=False)
+            except Exception:
+                self.decode_errors += 1
+                pcm = bytes(FRAME_BYTES)
+            yield p, pcm
+
     def pcm(self) -> bytes:
         """Concatenated 48 kHz stereo s16le of the voiced frames, in arrival order."""
-        return b"".join(p.pcm for p in self.packets if not p.silence)
+        return b"".join(pcm for p, pcm in self.decoded() if not p.silence)
 
     def inter_arrival(self) -> dict:
         """Jitter: percentiles (ms) of (gap between consecutive voiced packets − 20 ms), within talk spurts."""

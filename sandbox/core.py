@@ -20,6 +20,7 @@ from .rest import RestApi, serve_attachment
 from .state import (ADMINISTRATOR, INTENT_DIRECT_MESSAGES, INTENT_GUILD_MESSAGES, INTENT_MESSAGE_CONTENT,
                     INTENT_VOICE_STATES, SEND_MESSAGES, VIEW_CHANNEL, Attachment, Channel, Guild, Member, Message,
                     Signal, Snowflakes, User)
+from .dave import DaveGroup
 from .voice import VoiceServer
 
 Target = Union[User, Member]
@@ -31,7 +32,7 @@ class Sandbox:
 
     def __init__(self, *, bot_name: str = "SandboxBot", token: Optional[str] = None, shards: int = 1,
                  bot_permissions: int = ADMINISTRATOR, modes: Optional[list] = None,
-                 heartbeat_interval: int = 41250) -> None:
+                 heartbeat_interval: int = 41250, dave: bool = True) -> None:
         self._ids = Snowflakes()
         self._signal = Signal()
         self.token = token or f"sandbox.{secrets.token_urlsafe(24)}"
@@ -45,7 +46,7 @@ class Sandbox:
         self.dm_channels: dict[int, Channel] = {}
         self.faults = Faults()
         self.gateway = GatewayServer(self, heartbeat_interval)
-        self.voice = VoiceServer(self, modes)
+        self.voice = VoiceServer(self, modes, dave_required=dave)   # dave=False: the old non-E2EE voice
         self.rest = RestApi(self)
         self._interactions = InteractionStore()
         self._attachments: dict[int, Attachment] = {}
@@ -108,6 +109,7 @@ class Sandbox:
                 except Exception:
                     pass
         self.voice.close()
+        self.voice.dave.close()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()
@@ -169,6 +171,12 @@ class Sandbox:
     # ---- voice -------------------------------------------------------------------------------------------
     def _set_voice(self, guild: Guild, user: User, channel: Optional[Channel], session_id: Optional[str] = None,
                    **flags) -> None:
+        before = guild.voice_states.get(user.id, {}).get("channel")
+        if user.id != self.bot_user.id and before is not channel:      # a simulated human's DAVE client
+            if before is not None:
+                self.voice.dave.member_left(user.id, before.id)
+            if channel is not None:
+                self.voice.dave.human_joined(user.id, channel.id)
         if channel is None:
             guild.voice_states.pop(user.id, None)
         else:
@@ -256,6 +264,43 @@ class Sandbox:
 
     def capture(self, guild: Guild) -> Capture:
         return self.voice.capture(guild.id)
+
+    # ---- DAVE (end-to-end encryption) --------------------------------------------------------------------
+    def dave_group(self, channel: Channel) -> DaveGroup:
+        """The MLS group of a voice channel (epoch, leaves, events)."""
+        return self.voice.dave.group(channel.id)
+
+    def dave_ready(self, guild: Guild) -> bool:
+        """The bot is in its channel's MLS group with someone else, and no transition is pending."""
+        channel = self.bot_voice_channel(guild)
+        vs = self.voice.sessions.get(guild.id)
+        if channel is None or vs is None or not vs.dave_version:
+            return False
+        group = self.voice.dave.group(channel.id)
+        return (self.bot_user.id in group.in_group and self.bot_user.id not in group.stale and len(group.in_group) > 1
+                and group.round is None and not group.awaiting)
+
+    async def wait_dave_ready(self, guild: Guild, timeout: float = 10.0) -> None:
+        await self._signal.wait_for(lambda: self.dave_ready(guild), timeout, f"the bot's E2EE group in {guild!r}")
+
+    def privacy_code(self, guild: Guild) -> Optional[str]:
+        """The voice privacy code the listening human's client shows for the bot's call (None: no group)."""
+        channel = self.bot_voice_channel(guild)
+        listener = self.voice.dave.group(channel.id).listener(self.bot_user.id) if channel is not None else None
+        return listener.session.voice_privacy_code if listener is not None and listener.session.ready else None
+
+    def dave_stats(self) -> dict[int, dict]:
+        """Per guild: frames heard and dropped by the listening client (see Capture.stats)."""
+        return {gid: cap.stats() for gid, cap in self.voice.captures.items()}
+
+    def corrupt_next_commit(self) -> None:
+        """Damage the next commit or welcome sent to the bot: its client answers op 31 and is added again."""
+        self.voice.dave.corrupt_next.add(self.bot_user.id)
+
+    async def dave_new_group(self, channel: Channel) -> None:
+        """Op 24 (epoch 1) to everyone in the channel: the call's MLS group starts over."""
+        self.voice.dave.spawn(self.voice.dave.group(channel.id).new_epoch())
+        await asyncio.sleep(0)
 
     # ---- interactions ------------------------------------------------------------------------------------
     def commands(self, guild: Optional[Guild] = None) -> list:

@@ -1,4 +1,4 @@
-"""Voice gateway (v8 over TLS), UDP IP discovery and the RTP receiver that decrypts, decodes and records."""
+"""Voice gateway (v8 over TLS, DAVE ops 21-31), UDP IP discovery and the RTP receiver that hears like a client."""
 from __future__ import annotations
 
 import asyncio
@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any, Optional
 import nacl.secret
 from aiohttp import WSMsgType, web
 
+from . import dave
 from .capture import OPUS_SILENCE, Capture, Packet
 
 if TYPE_CHECKING:
     from .core import Sandbox
 
 DEFAULT_MODES = ["aead_aes256_gcm_rtpsize", "aead_xchacha20_poly1305_rtpsize"]
+DAVE_MAGIC = b"\xfa\xfa"              # the last two bytes of every DAVE-encrypted frame
 
 
 @dataclass
@@ -32,8 +34,12 @@ class VoiceOp:
 class VoiceSession:
     """The bot's voice connection in one guild, as the voice server sees it."""
 
-    def __init__(self, guild_id: int, token: str, ssrc: int) -> None:
+    local = False           # a DAVE participant reached over its websocket
+
+    def __init__(self, server: "VoiceServer", guild_id: int, token: str, ssrc: int) -> None:
+        self.server = server
         self.guild_id = guild_id
+        self.user_id = server.sb.bot_user.id
         self.token = token
         self.ssrc = ssrc
         self.session_id: Optional[str] = None
@@ -43,7 +49,9 @@ class VoiceSession:
         self.ws: Optional[web.WebSocketResponse] = None
         self.described = False      # SESSION_DESCRIPTION sent on the current socket
         self.seq = 0
-        self.decoder = None
+        self.seq_ack: Optional[int] = None        # the last seq_ack the client sent (heartbeat or resume)
+        self.dave_version = 0                     # negotiated in SESSION_DESCRIPTION
+        self.dave_channel: Optional[int] = None   # the voice channel whose MLS group this connection is in
         self._lock = asyncio.Lock()
 
     async def send(self, server: "VoiceServer", op: int, d: Any) -> None:
@@ -54,6 +62,21 @@ class VoiceSession:
             frame = {"op": op, "d": d, "seq": self.seq}
             server.log.append(VoiceOp(time.monotonic(), "out", self.guild_id, op, d))
             await self.ws.send_str(json.dumps(frame))
+
+    async def send_binary(self, op: int, payload: bytes) -> None:
+        """A server binary frame: [seq u16 BE][op u8][payload], numbered with the JSON frames."""
+        async with self._lock:
+            if self.ws is None or self.ws.closed:
+                return
+            self.seq += 1
+            self.server.log.append(VoiceOp(time.monotonic(), "out", self.guild_id, op, f"binary {len(payload)} B"))
+            await self.ws.send_bytes(struct.pack(">HB", self.seq & 0xFFFF, op) + payload)
+
+    async def dave_json(self, op: int, d: Any) -> None:
+        await self.send(self.server, op, d)
+
+    async def dave_binary(self, op: int, payload: bytes) -> None:
+        await self.send_binary(op, payload)
 
     def decrypt(self, packet: bytes) -> bytes:
         """Transport decryption for the modes discord.py 2.7.1 can pick; returns the Opus payload."""
@@ -89,9 +112,13 @@ class VoiceSession:
 class VoiceServer:
     """The voice websocket endpoint plus the UDP media socket, shared by all guilds."""
 
-    def __init__(self, sb: "Sandbox", modes: Optional[list] = None) -> None:
+    def __init__(self, sb: "Sandbox", modes: Optional[list] = None, dave_required: bool = True) -> None:
         self.sb = sb
         self.modes = list(modes or DEFAULT_MODES)
+        self.dave_required = dave_required      # False: the pre-2026 non-E2EE voice (dave_protocol_version 0)
+        self.dave = dave.DaveServer()
+        self.dave.on_change = sb._signal.fire
+        self.refused_no_dave = 0                # IDENTIFYs closed with 4017
         self.sessions: dict[int, VoiceSession] = {}       # guild id -> session
         self.by_ssrc: dict[int, VoiceSession] = {}
         self.captures: dict[int, Capture] = {}
@@ -112,7 +139,7 @@ class VoiceServer:
         if old is not None:
             self.by_ssrc.pop(old.ssrc, None)
         self._next_ssrc += 1
-        vs = VoiceSession(guild_id, secrets.token_hex(8), self._next_ssrc)
+        vs = VoiceSession(self, guild_id, secrets.token_hex(8), self._next_ssrc)
         self.sessions[guild_id] = vs
         self.by_ssrc[vs.ssrc] = vs
         return vs
@@ -121,6 +148,12 @@ class VoiceServer:
         vs = self.sessions.pop(guild_id, None)
         if vs is not None:
             self.by_ssrc.pop(vs.ssrc, None)
+            self._leave_group(vs)
+
+    def _leave_group(self, vs: VoiceSession) -> None:
+        if vs.dave_channel is not None:
+            self.dave.member_left(vs.user_id, vs.dave_channel)
+            vs.dave_channel = None
 
     def connected(self, guild_id: int) -> bool:
         vs = self.sessions.get(guild_id)
@@ -133,8 +166,13 @@ class VoiceServer:
         vs: Optional[VoiceSession] = None
         try:
             async for msg in ws:
+                if msg.type == WSMsgType.BINARY and msg.data:
+                    self.log.append(VoiceOp(time.monotonic(), "in", vs and vs.guild_id, msg.data[0],
+                                            f"binary {len(msg.data) - 1} B"))
+                    if vs is not None:
+                        self._dave_binary(vs, msg.data[0], bytes(msg.data[1:]))
+                    continue
                 if msg.type != WSMsgType.TEXT:
-                    self.log.append(VoiceOp(time.monotonic(), "in", vs and vs.guild_id, -1, "binary"))
                     continue
                 frame = json.loads(msg.data)
                 op, d = frame.get("op"), frame.get("d")
@@ -147,6 +185,8 @@ class VoiceServer:
                     await ws.close(code=4003, message=b"Not authenticated.")
                     break
                 elif op == 3:
+                    if isinstance(d, dict) and "seq_ack" in d:
+                        vs.seq_ack = d["seq_ack"]
                     await vs.send(self, 6, {"t": (d or {}).get("t") if isinstance(d, dict) else d})
                 elif op == 1:
                     data = d["data"]
@@ -158,6 +198,11 @@ class VoiceServer:
                     await self._describe(vs)
                 elif op == 5:
                     self.capture(vs.guild_id)._speaking(int(d.get("speaking", 0)), int(d.get("ssrc", vs.ssrc)))
+                elif op in (dave.TRANSITION_READY, dave.INVALID_COMMIT_WELCOME) and vs.dave_channel is not None:
+                    group = self.dave.group(vs.dave_channel)
+                    tid = int((d or {}).get("transition_id", 0))
+                    handler = group.transition_ready if op == dave.TRANSITION_READY else group.invalid_commit
+                    self.dave.spawn(handler(vs.user_id, tid))
         finally:
             if vs is not None and vs.ws is ws:
                 vs.described = False
@@ -170,6 +215,11 @@ class VoiceServer:
         if vs is None or d.get("token") != vs.token or (vs.session_id and d.get("session_id") != vs.session_id):
             await ws.close(code=4006 if op == 7 else 4004, message=b"Session is no longer valid.")
             return None
+        if op == 0 and self.dave_required and int(d.get("max_dave_protocol_version") or 0) < dave.DAVE_VERSION:
+            self.refused_no_dave += 1
+            await ws.close(code=4017, message=b"E2EE/DAVE protocol required")      # as Discord since 2026-03-01
+            self.sb._signal.fire()
+            return None
         old = vs.ws
         vs.ws = ws
         vs.described = False
@@ -181,6 +231,7 @@ class VoiceServer:
             await vs.send(self, 2, {"ssrc": vs.ssrc, "ip": "127.0.0.1", "port": self.udp_port,
                                     "modes": self.modes, "experiments": []})
         else:
+            vs.seq_ack = d.get("seq_ack")
             await vs.send(self, 8, {"heartbeat_interval": 13750})
             await vs.send(self, 9, None)
             if vs.mode:                 # 2.7.1 waits for secret_key on the resumed socket
@@ -188,10 +239,34 @@ class VoiceServer:
         return vs
 
     async def _describe(self, vs: VoiceSession) -> None:
-        await vs.send(self, 4, {"mode": vs.mode, "secret_key": list(vs.secret_key), "dave_protocol_version": 0,
-                                "audio_codec": "opus", "video_codec": None, "media_session_id": secrets.token_hex(8)})
+        vs.dave_version = dave.DAVE_VERSION if self.dave_required else 0
+        await vs.send(self, 4, {"mode": vs.mode, "secret_key": list(vs.secret_key),
+                                "dave_protocol_version": vs.dave_version, "audio_codec": "opus", "video_codec": None,
+                                "media_session_id": secrets.token_hex(8)})
         vs.described = True
+        if vs.dave_version:
+            self._join_group(vs)
         self.sb._signal.fire()
+
+    def _join_group(self, vs: VoiceSession) -> None:
+        """After SESSION_DESCRIPTION the client (re)starts its DAVE session: op 25, then it sends a key package."""
+        guild = self.sb.guild_by_id(vs.guild_id)
+        channel = self.sb.bot_voice_channel(guild) if guild is not None else None
+        if channel is None:
+            return
+        if vs.dave_channel is not None and vs.dave_channel != channel.id:
+            self._leave_group(vs)                  # moved: leave the old channel's group
+        vs.dave_channel = channel.id
+        self.dave.spawn(self.dave.group(channel.id).join(vs))
+
+    def _dave_binary(self, vs: VoiceSession, op: int, payload: bytes) -> None:
+        if vs.dave_channel is None:
+            return
+        group = self.dave.group(vs.dave_channel)
+        if op == dave.KEY_PACKAGE:
+            self.dave.spawn(group.key_package(vs.user_id, payload))
+        elif op == dave.COMMIT_WELCOME:
+            self.dave.spawn(group.commit(vs.user_id, payload))
 
     async def close_ws(self, guild_id: int, code: int = 4015) -> bool:
         vs = self.sessions.get(guild_id)
@@ -239,16 +314,27 @@ class VoiceServer:
         except Exception:
             cap.decrypt_errors += 1
             return
-        if vs.decoder is None:
-            from discord.opus import Decoder
-            vs.decoder = Decoder()
-        silence = payload == OPUS_SILENCE
+        opus = self._hear(vs, cap, payload)
+        if opus is not None:
+            cap._add(Packet(at, seq, ts, ssrc, opus, opus == OPUS_SILENCE))
+
+    def _hear(self, vs: VoiceSession, cap: Capture, payload: bytes) -> Optional[bytes]:
+        """The Opus frame as a listening client gets it: DAVE-decrypted by a simulated human's own davey session.
+        None when that client would drop it (not E2EE while the group is active, no key yet, wrong key)."""
+        if not vs.dave_version:
+            return payload                              # the legacy non-E2EE call
+        group = self.dave.groups.get(vs.dave_channel) if vs.dave_channel is not None else None
+        listener = group.listener(vs.user_id) if group is not None else None
+        if listener is None:                            # nobody else in the channel: nothing can be dropped,
+            if payload.endswith(DAVE_MAGIC):            # and nobody holds the keys to E2EE frames
+                cap.unheard += 1
+                return None
+            return payload
         try:
-            pcm = vs.decoder.decode(payload, fec=False)
-        except Exception:
-            cap.decrypt_errors += 1
-            return
-        cap._add(Packet(at, seq, ts, ssrc, pcm, silence))
+            return listener.decrypt(vs.user_id, payload)
+        except Exception as exc:
+            cap._drop(str(exc))
+            return None
 
     def close(self) -> None:
         for h in self._pending:

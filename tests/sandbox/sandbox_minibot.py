@@ -36,6 +36,16 @@ class ToneSource(discord.AudioSource):
         return False
 
 
+async def wait_e2ee(vc: discord.VoiceClient, timeout: float = 10.0) -> None:
+    """discord.py sends plain Opus until its DAVE session is ready; listeners drop it. Wait (bounded) when
+    someone else is in the channel to hear it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (vc._connection.dave_protocol_version and not vc._connection.can_encrypt
+           and any(m.id != vc.user.id for m in vc.channel.members) and loop.time() < deadline):
+        await asyncio.sleep(0.01)
+
+
 class ButtonView(discord.ui.View):
     def __init__(self) -> None:
         super().__init__(timeout=30)
@@ -106,7 +116,7 @@ class MiniBot(commands.AutoShardedBot):
 
         @tree.command(description="play a tone in your voice channel")
         async def tone(interaction: discord.Interaction, freq: float = 440.0, seconds: float = 1.0,
-                       stay: bool = False) -> None:
+                       stay: bool = False, wait: bool = True) -> None:
             if interaction.guild is None:
                 await interaction.response.send_message("guild only", ephemeral=True)
                 return
@@ -116,6 +126,8 @@ class MiniBot(commands.AutoShardedBot):
                 return
             await interaction.response.defer()
             vc = interaction.guild.voice_client or await voice.channel.connect(timeout=10)
+            if wait:
+                await wait_e2ee(vc)
             done = asyncio.Event()
             loop = asyncio.get_running_loop()
             vc.play(ToneSource(freq, seconds), after=lambda e: loop.call_soon_threadsafe(done.set))
