@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
+from conf.loader import DEFAULT_CONFIG, ENV_PREFIX, ConfigError, build, merge_env, read_config
 from engine.settings import EngineSettings
 
-ENV_PREFIX = "VOICEBOT__"
+__all__ = ["DEFAULT_CONFIG", "ENV_PREFIX", "ConfigError", "Settings", "load_settings"]
 TOKEN_ENV = "DISCORD_TOKEN"
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config.toml"
-
-
-class ConfigError(Exception):
-    """One clear line: which file, which key, what was expected."""
 
 
 @dataclass(frozen=True)
@@ -116,94 +108,6 @@ class Settings:
         return f"sqlite+aiosqlite:///{self.resolve(self.database.path)}"
 
 
-_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-
-
-def _describe(tp: Any) -> str:
-    if typing.get_origin(tp) is list:
-        (inner,) = typing.get_args(tp)
-        return f"a list of {_describe(inner).removeprefix('an ').removeprefix('a ')}s"
-    return _TYPE_WORDS.get(tp, getattr(tp, "__name__", str(tp)))
-
-
-def _convert(value: Any, tp: Any, where: str) -> Any:
-    """Check `value` against the annotation `tp`; ints are accepted where floats are expected."""
-    origin = typing.get_origin(tp)
-    if origin is list:
-        (inner,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ConfigError(f"'{where}': expected {_describe(tp)}, got {value!r}")
-        return [_convert(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(tp):
-            if option is type(None) and value is None:
-                return None
-            try:
-                return _convert(value, option, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"'{where}': expected {_describe(tp)}, got {value!r}")
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp in _TYPE_WORDS:
-        if type(value) is not tp:
-            raise ConfigError(f"'{where}': expected {_describe(tp)}, got {value!r}")
-        return value
-    raise ConfigError(f"'{where}': unsupported setting type {tp}")
-
-
-def _shown(key: str) -> str:
-    """A key as it may appear in a one-line message: unprintable characters escaped."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in key)
-
-
-def _build(cls: type, data: Mapping[str, Any], file: str, section: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = f"{section}.{key}" if section else key
-        if key not in known or key == "base_dir":
-            raise ConfigError(f"{file}: unknown key '{_shown(dotted)}' (check the spelling against config.toml)")
-        tp = hints[key]
-        if dataclasses.is_dataclass(tp):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{file}: '{dotted}' must be a table [{dotted}], got {value!r}")
-            kwargs[key] = _build(tp, value, file, dotted)
-        else:
-            if isinstance(value, dict):
-                raise ConfigError(f"{file}: '{dotted}': expected {_describe(tp)}, got a table")
-            try:
-                kwargs[key] = _convert(value, tp, dotted)
-            except ConfigError as exc:
-                raise ConfigError(f"{file}: {exc}") from None
-    return cls(**kwargs)
-
-
-def _parse_env_value(raw: str) -> Any:
-    """Read an environment value as a TOML value when it is one, else as a plain string."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
-def _merge_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        parts = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
-        if not parts:
-            continue
-        node = data
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"environment: {name} names a key inside '{part}', which is not a table")
-            node = child
-        node[parts[-1]] = _parse_env_value(raw)
-
-
 def load_settings(
     path: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -211,25 +115,19 @@ def load_settings(
     require_token: bool = False,
 ) -> Settings:
     """Read settings from `path` (default: config.toml beside run_bot.py) and the environment."""
+    import os
+
     environ = os.environ if environ is None else environ
-    file = Path(path) if path is not None else DEFAULT_CONFIG
-    if not file.is_file():
-        raise ConfigError(f"{file}: config file not found (pass --config FILE or create config.toml)")
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{file}: cannot be read: {exc}") from None
-    if "token" in data.get("discord", {}):
+    file, data = read_config(path, environ, from_environment=False)
+    if isinstance(data.get("discord"), dict) and "token" in data["discord"]:
         raise ConfigError(
             f"{file}: 'discord.token' must not be in a file; set the {TOKEN_ENV} environment variable"
         )
-    _merge_env(data, environ)
+    merge_env(data, environ)
     data.setdefault("discord", {})
     if isinstance(data["discord"], dict):
         data["discord"]["token"] = environ.get(TOKEN_ENV, "").strip()
-    settings: Settings = _build(Settings, data, str(file), "")
+    settings: Settings = build(Settings, data, str(file), "")
     settings = dataclasses.replace(settings, base_dir=str(file.resolve().parent))
     _validate(settings, str(file))
     if require_token and not settings.discord.token:

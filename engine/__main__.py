@@ -18,7 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "say": ("engine.cli_voice", "speak TEXT into a WAV file, exactly as the bot would play it (48 kHz stereo)"),
     "bench": ("engine.bench", "measure the engine against raw Piper; prints ratios from one run"),
     "register": ("engine.cli_register", "register a voice from a reference clip"),
-    "serve": ("engine.server", "run the engine server (OpenAI-compatible /v1/audio/speech)"),
+    "serve": ("engine.cli_serve", "run the engine server (OpenAI-compatible /v1/audio/speech)"),
 }
 
 EXIT_USAGE = 2

@@ -34,7 +34,6 @@ engine's fair scheduler keyed by client (its token's fingerprint, else its addre
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
@@ -635,38 +634,3 @@ async def run_server(
         await engine.close()
 
 
-def _default_voices_dir() -> str:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "voicebot", "engine-voices")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from engine.cli_say import add_engine_arguments
-
-    defaults = ServerSettings()
-    p.add_argument("--host", default=defaults.host, help=f"address to listen on (default {defaults.host})")
-    p.add_argument("--port", type=int, default=defaults.port, help=f"port (default {defaults.port}; 0 picks one)")
-    p.add_argument("--workers", type=int, default=EngineSettings.workers, help="inference threads")
-    p.add_argument("--max-concurrency", type=int, default=None, help="segments synthesizing at once (default: workers)")
-    p.add_argument("--per-client", type=int, default=None, help="segments of one client at once (default: max-concurrency)")
-    p.add_argument("--max-streams", type=int, default=64, help="speech responses at once; past it: 429")
-    p.add_argument("--max-input-chars", type=int, default=defaults.max_input_chars, help="longest 'input' accepted")
-    p.add_argument("--voices-dir", default=_default_voices_dir(), help="folder of registered voices")
-    add_engine_arguments(p)
-
-
-def run(args: argparse.Namespace) -> int:
-    from engine.cli_say import engine_settings
-
-    if not 0 <= args.port <= 65535:
-        raise EngineError("--port must be from 0 to 65535.")
-    concurrency = max(1, args.max_concurrency or args.workers)
-    base = engine_settings(args)
-    server = replace(base.server, host=args.host, port=args.port, max_input_chars=args.max_input_chars)
-    settings = replace(
-        base, workers=max(1, args.workers), max_concurrency=concurrency, per_key_limit=max(1, args.per_client or concurrency),
-        max_text_chars=max(base.max_text_chars, args.max_input_chars), server=server,
-    )
-    asyncio.run(run_server(settings, api_key=api_keys_from_env(server), voices_dir=args.voices_dir,
-                           max_streams=max(1, args.max_streams)))
-    return 0

@@ -45,6 +45,8 @@ class ServerSettings:
     api_key_env: str = "VOICEBOT_ENGINE_API_KEY"
     max_input_chars: int = 4096
     max_upload_bytes: int = 10_000_000
+    max_streams: int = 64  # speech responses at once; past it: 429
+    voices_dir: str = ""  # folder of registered voices; empty: $XDG_DATA_HOME/voicebot/engine-voices
 
 
 @dataclass(frozen=True)

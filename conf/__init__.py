@@ -1,0 +1,1 @@
+"""Settings files: the loader shared by the bot and the engine server."""
