@@ -32,18 +32,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def run(settings) -> None:
-    from bot.app import VoiceBot
-    from bot.storage.database import Database, upgrade
-    from engine.factory import build_engine
-
-    await upgrade(settings.database_url)
-    engine = build_engine(settings.engine)
-    bot = VoiceBot(settings, database=Database(settings.database_url, echo=settings.database.echo), engine=engine)
-    async with bot:
-        await bot.start(settings.discord.token)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from bot.config import ConfigError, load_settings
@@ -57,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging(settings.logging.level, settings.logging.discord_level, [settings.discord.token])
     if args.sandbox:
-        from bot.demo import run_demo
+        from demo.cli import run_demo
 
         return run_demo(settings, say=args.say, out=args.out)
     if not settings.discord.token:
@@ -65,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import discord
 
+    from bot.startup import run
     from bot.storage.database import StorageError
     from engine.base import EngineError
 

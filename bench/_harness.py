@@ -123,7 +123,7 @@ async def join(sb, room: Room, bot=None, timeout: float = 30.0) -> None:
 async def _child_main() -> int:
     from sandbox.client import ENV_API, ENV_CA, ENV_GATEWAY, ENV_TOKEN
 
-    from bot.demo import sandbox_settings, start_bot
+    from demo.sandbox_bot import sandbox_settings, start_bot
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     env = os.environ

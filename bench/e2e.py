@@ -347,7 +347,7 @@ async def memory(guilds: int) -> list[Metric]:
 async def run(only: list[str], runs: int, quick: bool) -> list[Metric]:
     from sandbox import Sandbox, restore_discord
 
-    from bot.demo import sandbox_settings, start_bot
+    from demo.sandbox_bot import sandbox_settings, start_bot
 
     metrics: list[Metric] = []
     in_process = [s for s in only if s != "memory"]

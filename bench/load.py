@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bot.config import DEFAULT_CONFIG, load_settings  # noqa: E402
-from bot.demo import sandbox_settings, start_bot  # noqa: E402
+from demo.sandbox_bot import sandbox_settings, start_bot  # noqa: E402
 from sandbox import Sandbox, restore_discord  # noqa: E402
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from bot.config import DEFAULT_CONFIG, load_settings
-from bot.demo import sandbox_settings, start_bot
+from demo.sandbox_bot import sandbox_settings, start_bot
 from sandbox import Sandbox, restore_discord
 from sandbox.demo import create_demo
 

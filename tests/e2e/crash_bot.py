@@ -43,28 +43,17 @@ def crash_on(db, prefix: str) -> None:
 async def run(db_path: str) -> None:
     from sandbox import point_discord_at_env
 
-    from bot.app import VoiceBot
-    from bot.storage.database import Database, upgrade
-    from engine.factory import build_engine
+    from bot.startup import create_bot, start_in_background
+    from bot.storage.database import Database
 
     settings = settings_for(db_path)
-    make_connector = point_discord_at_env()
-    await upgrade(settings.database_url)
-    engine = build_engine(settings.engine)
-    warm = getattr(engine, "warm_up", None)
-    if warm is not None:
-        await warm()
     db = Database(settings.database_url)
     if os.environ.get("CRASH_ON_SQL"):
         crash_on(db, os.environ["CRASH_ON_SQL"])
-    bot = VoiceBot(settings, database=db, engine=engine, connector=make_connector())
-    task = asyncio.create_task(bot.start(settings.discord.token))
-    ready = asyncio.create_task(bot.wait_until_ready())
-    done, _ = await asyncio.wait({task, ready}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
-    if ready not in done:
-        raise SystemExit("the bot did not become ready")
+    bot = await create_bot(settings, database=db, connector=point_discord_at_env())
+    running = await start_in_background(bot, settings.discord.token, ready_timeout=120)
     print("READY", flush=True)
-    await task
+    await running.task
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import event
 
-from bot.demo import sandbox_settings, start_bot
+from demo.sandbox_bot import sandbox_settings, start_bot
 from bot.plugins import PluginManager
 from engine.piper import PiperBackend
 from engine.streaming import StreamingEngine

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bot.demo import sandbox_settings, start_bot
+from demo.sandbox_bot import sandbox_settings, start_bot
 from tests.e2e.test_voices import espeak_clip, FIT
 
 pytestmark = pytest.mark.e2e

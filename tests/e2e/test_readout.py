@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bot.demo import sandbox_settings, start_bot
+from demo.sandbox_bot import sandbox_settings, start_bot
 from tests.audio_util import utterances
 from tests.e2e.recorders import Heard
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from bot.demo import sandbox_settings, start_bot
+from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.factory import build_engine
 from engine.server import serve_in_background
 from engine.settings import EngineSettings, ServerSettings

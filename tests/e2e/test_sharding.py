@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bot.demo import sandbox_settings, start_bot
+from demo.sandbox_bot import sandbox_settings, start_bot
 from sandbox import Sandbox, restore_discord
 from tests.e2e.conftest import make_settings
 

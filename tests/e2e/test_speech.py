@@ -184,7 +184,7 @@ async def test_follows_when_moved_and_leaves_when_alone(sb, demo, bot):
 
 
 async def test_leaves_after_idle_time(sb, demo, tmp_path):
-    from bot.demo import sandbox_settings, start_bot
+    from demo.sandbox_bot import sandbox_settings, start_bot
     from tests.e2e.conftest import make_settings
 
     running = await start_bot(sb, sandbox_settings(make_settings(tmp_path, speech={"idle_leave_s": 1.5}), sb))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from bot.demo import sandbox_settings, start_bot
+from demo.sandbox_bot import sandbox_settings, start_bot
 from tests.e2e.conftest import make_settings
 
 pytestmark = pytest.mark.e2e

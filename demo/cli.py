@@ -1,68 +1,16 @@
-"""The bot against the local Discord stand-in: used by `run_bot.py --sandbox`, the e2e tests and benchmarks."""
+"""`run_bot.py --sandbox [--say TEXT] [--out F.wav]`: a demo guild, the bot in it, what the channel heard as WAV."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import sys
 import time
 import wave
-from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import Settings
-
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunningBot:
-    bot: object
-    task: asyncio.Task
-
-    async def stop(self) -> None:
-        try:
-            await asyncio.wait_for(self.bot.close(), 15)
-        finally:
-            try:
-                await asyncio.wait_for(self.task, 15)
-            except (asyncio.CancelledError, Exception):
-                log.debug("bot task ended with an error", exc_info=True)
-
-
-def sandbox_settings(settings: Settings, sb, **discord_overrides) -> Settings:
-    """Settings for a bot talking to the sandbox: its token, quick readiness."""
-    d = dataclasses.replace(settings.discord, token=sb.token, guild_ready_timeout=0.2, **discord_overrides)
-    return dataclasses.replace(settings, discord=d)
-
-
-async def start_bot(sb, settings: Settings, *, engine=None, ready_timeout: float = 60.0) -> RunningBot:
-    """Upgrade the database, build the engine (unless given) and start the VoiceBot against `sb`."""
-    from sandbox import point_discord_at
-
-    from bot.app import VoiceBot
-    from bot.storage.database import Database, upgrade
-    from engine.factory import build_engine
-
-    make_connector = point_discord_at(sb)
-    await upgrade(settings.database_url)
-    if engine is None:
-        engine = build_engine(settings.engine)
-        warm = getattr(engine, "warm_up", None)
-        if warm is not None:
-            await warm()
-    bot = VoiceBot(settings, database=Database(settings.database_url), engine=engine, connector=make_connector())
-    task = asyncio.create_task(bot.start(settings.discord.token), name="voicebot")
-    ready = asyncio.create_task(bot.wait_until_ready())
-    done, _ = await asyncio.wait({task, ready}, timeout=ready_timeout, return_when=asyncio.FIRST_COMPLETED)
-    if ready not in done:
-        ready.cancel()
-        if task in done:
-            task.result()  # raises the bot's start error
-        await RunningBot(bot, task).stop()
-        raise TimeoutError("the bot did not become ready against the sandbox")
-    return RunningBot(bot, task)
+from demo.sandbox_bot import sandbox_settings, start_bot
 
 
 def write_wav(path: Path, pcm: bytes, rate: int = 48_000, channels: int = 2) -> None:
