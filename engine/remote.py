@@ -170,10 +170,10 @@ class RemoteBackend:
             raise EngineError(f"The voice server at {self.url} broke off the speech ({type(exc).__name__}).") from exc
 
     async def health(self) -> dict[str, Any]:
-        """The server's /healthz answer (EngineError when it cannot be had)."""
+        """The server's /v1/status answer, with its key (EngineError when it cannot be had)."""
         session = self._session_now()
         try:
-            async with session.get(self.url + "/healthz") as resp:
+            async with session.get(self.url + "/v1/status") as resp:
                 if resp.status != 200:
                     raise await self._refusal(resp)
                 return dict(await resp.json(content_type=None))

@@ -19,7 +19,8 @@
 - `POST /v1/voices` multipart `file` (WAV/FLAC/Ogg/MP3, at most max_upload_bytes), `name`,
   `transcript` -> `{"id", "name", ...}`, registered by engine.registration.register_clip off the
   loop and kept in a VoiceStore folder; `GET /v1/voices` lists them.
-- `GET /healthz` (no auth) -> `{"status": "ok", "backend", "version", "sample_rate", ...}`.
+- `GET /healthz` (no auth) -> `{"status": "ok"}` only; `GET /v1/status` (auth) -> `{"status", "backend",
+  "version", "sample_rate", ...}`.
 - `GET /metrics`: Prometheus text from a per-app registry.
 
 Auth (engine/server_auth.py): with a key in the environment variable `settings.api_key_env` (several
@@ -40,9 +41,9 @@ import hashlib
 import ipaddress
 import json
 import logging
-import math
 import os
 import signal
+import ssl
 import struct
 import sys
 import time
@@ -221,7 +222,8 @@ def _number(body: dict[str, Any], name: str, default: float, low: float, high: f
     value = body.get(name, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+    # a range check alone: it refuses NaN and infinities, and math.isfinite overflows on a 400-digit int
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise ApiError(400, f"'{name}' must be a number from {low:g} to {high:g}.", code="invalid_value", param=name)
     return float(value)
 
@@ -260,17 +262,28 @@ def parse_speech(body: Any, engine_name: str, max_chars: int) -> SpeechRequest:
     return SpeechRequest(text, voice.strip(), fmt, speed, pitch, OPUS_RATE if fmt == "opus" else int(rate))
 
 
-async def _read_bounded(request: web.Request, limit: int) -> bytes:
+async def _read_bounded(request: web.Request, limit: int, timeout_s: float) -> bytes:
     if request.content_length is not None and request.content_length > limit:
         raise _too_large(limit)
     out = bytearray()
-    while True:
-        chunk = await request.content.read(65_536)
-        if not chunk:
-            return bytes(out)
-        out += chunk
-        if len(out) > limit:
-            raise _too_large(limit)
+    async with _body_deadline(timeout_s):
+        while True:
+            chunk = await request.content.read(65_536)
+            if not chunk:
+                return bytes(out)
+            out += chunk
+            if len(out) > limit:
+                raise _too_large(limit)
+
+
+@contextlib.asynccontextmanager
+async def _body_deadline(timeout_s: float) -> AsyncIterator[None]:
+    """The request body must arrive within `timeout_s` (408 otherwise)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except TimeoutError:
+        raise ApiError(408, f"The request body did not arrive within {timeout_s:g} s.", code="request_timeout") from None
 
 
 def _too_large(limit: int) -> ApiError:
@@ -376,8 +389,11 @@ def create_app(
                 err = ApiError(exc.status, exc.reason, code=str(exc.status))
             resp = err.response()
             metrics.errors.labels(err.code).inc()
-        except (ConnectionError, asyncio.CancelledError):
-            raise
+        except ConnectionError as exc:  # the client hung up while sending: one line, no traceback
+            log.info("client %s went away during %s %s (%s)", request.remote, request.method, request.path,
+                     type(exc).__name__)
+            metrics.errors.labels("client_gone").inc()
+            resp = web.Response(status=499)  # nginx's "client closed request"; nobody reads it
         except Exception:  # a bug before any byte was sent: still an OpenAI-shaped 500
             log.exception("request %s %s failed", request.method, request.path)
             resp = ApiError(500, "The voice server failed; see its log.", type="server_error", code="internal_error").response()
@@ -417,7 +433,7 @@ def create_app(
     async def speech(request: web.Request) -> web.StreamResponse:
         nonlocal active
         t0 = time.perf_counter()
-        raw = await _read_bounded(request, _JSON_OVERHEAD + 12 * max_chars)
+        raw = await _read_bounded(request, _JSON_OVERHEAD + 12 * max_chars, settings.body_timeout_s)
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
@@ -459,17 +475,27 @@ def create_app(
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         sent = 0.0
+
+        async def send(data: bytes) -> None:  # a client that stops reading is dropped, not waited for
+            async with asyncio.timeout(settings.write_timeout_s):
+                await resp.write(data)
+
         try:
-            await resp.write(encoder.header() + await encoder.encode(first.pcm))
+            await send(encoder.header() + await encoder.encode(first.pcm))
             metrics.ttfa.observe(time.perf_counter() - t0)
             sent += first.duration
             async for chunk in chunks:
-                await resp.write(await encoder.encode(chunk.pcm))
+                await send(await encoder.encode(chunk.pcm))
                 sent += chunk.duration
-            await resp.write(await encoder.finish())
+            await send(await encoder.finish())
             await resp.write_eof()
         except ConnectionError:
             log.debug("client went away mid-stream")
+        except TimeoutError:
+            log.info("client %s read nothing for %g s: dropped", request.remote, settings.write_timeout_s)
+            metrics.errors.labels("write_timeout").inc()
+            if request.transport is not None:
+                request.transport.close()
         except Exception as exc:  # headers are out: break the chunked body so the client sees a failure
             if isinstance(exc, EngineError):
                 log.warning("speech failed mid-stream: %s", exc)
@@ -492,7 +518,8 @@ def create_app(
         if not request.content_type.startswith("multipart/"):
             raise ApiError(400, "Send the clip as multipart/form-data with fields file, name and transcript.",
                            code="invalid_upload")
-        fields = await _read_multipart(request, settings.max_upload_bytes)
+        async with _body_deadline(settings.body_timeout_s):
+            fields = await _read_multipart(request, settings.max_upload_bytes, limit, settings.max_upload_parts)
         data = fields.get("file")
         if not data:
             raise ApiError(400, "The upload has no 'file' field (the reference clip).", code="invalid_upload", param="file")
@@ -512,7 +539,10 @@ def create_app(
                 owner=tenant)
         return web.json_response(stored.public())
 
-    async def healthz(request: web.Request) -> web.Response:
+    async def healthz(request: web.Request) -> web.Response:  # no auth: says nothing about the server
+        return web.json_response({"status": "ok"})
+
+    async def status(request: web.Request) -> web.Response:
         return web.json_response({
             "status": "ok", "backend": info.name, "version": info.version, "sample_rate": info.sample_rate,
             "clones": info.clones, "voices": list(info.voices), "pcm_rate": OPENAI_RATE, "registered_voices": len(store),
@@ -532,25 +562,36 @@ def create_app(
     app.router.add_post("/v1/voices", add_voice)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/v1/status", status)
     app.router.add_get("/metrics", metrics_route)
     return app
 
 
-async def _read_multipart(request: web.Request, max_file: int) -> dict[str, bytes]:
+async def _read_multipart(request: web.Request, max_file: int, max_total: int, max_parts: int) -> dict[str, bytes]:
+    """The known fields of an upload. Every byte read counts toward `max_total`, unknown and repeated
+    parts included (they are read and dropped), and at most `max_parts` parts are read: 413 past either."""
     fields: dict[str, bytes] = {}
+    total = parts = 0
     try:
         reader = await request.multipart()
         while (part := await reader.next()) is not None:
+            parts += 1
+            if parts > max_parts:
+                raise ApiError(413, f"The upload has more than {max_parts} parts.", code="request_too_large")
             name = getattr(part, "name", None)
-            if name not in ("file", "name", "transcript") or name in fields:
-                continue
+            keep = name in ("file", "name", "transcript") and name not in fields
             limit = max_file if name == "file" else MAX_TRANSCRIPT_BYTES
             buf = bytearray()
             while chunk := await part.read_chunk(65_536):  # type: ignore[union-attr]
-                buf += chunk
-                if len(buf) > limit:
-                    raise ApiError(413, f"The '{name}' field is larger than {limit} bytes.", code="request_too_large", param=name)
-            fields[name] = bytes(buf)
+                total += len(chunk)
+                if total > max_total:
+                    raise _too_large(max_total)
+                if keep:
+                    buf += chunk
+                    if len(buf) > limit:
+                        raise ApiError(413, f"The '{name}' field is larger than {limit} bytes.", code="request_too_large", param=name)
+            if keep:
+                fields[str(name)] = bytes(buf)
     except (ValueError, AssertionError) as exc:
         raise ApiError(400, "The multipart body is malformed.", code="invalid_upload") from exc
     return fields
@@ -569,12 +610,35 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, api_key: str | None, settings: ServerSettings) -> None:
-    """Refuse to listen beyond loopback without an API key (EngineError: one line for the CLI)."""
-    if not parse_keys(api_key, settings.api_key_env) and not is_loopback(host):
+    """Refuse to listen beyond loopback without an API key, or over plain HTTP unless a trusted proxy
+    terminates TLS (EngineError: one line for the CLI)."""
+    if is_loopback(host):
+        return
+    if not parse_keys(api_key, settings.api_key_env):
         raise EngineError(
             f"refusing to listen on {host or 'all interfaces'} without an API key: set {settings.api_key_env}, "
             "or bind to 127.0.0.1"
         )
+    if not (settings.tls_cert or settings.trusted_proxy_tls):
+        raise EngineError(
+            f"refusing to listen on {host or 'all interfaces'} over plain HTTP (keys would travel in clear): give "
+            "--tls-cert and --tls-key, or --trusted-proxy-tls when a trusted reverse proxy terminates TLS"
+        )
+
+
+def tls_context(settings: ServerSettings) -> ssl.SSLContext | None:
+    """The server's TLS context from tls_cert/tls_key, None without them (EngineError when unreadable)."""
+    if not settings.tls_cert and not settings.tls_key:
+        return None
+    if not (settings.tls_cert and settings.tls_key):
+        raise EngineError("TLS needs both a certificate (--tls-cert) and its key (--tls-key)")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise EngineError(f"cannot load the TLS certificate {settings.tls_cert} and key {settings.tls_key}: {exc}") from exc
+    return ctx
 
 
 @contextlib.asynccontextmanager
@@ -589,14 +653,16 @@ async def serve_in_background(
     here) picks a free port. The engine is not closed on exit."""
     settings = settings or ServerSettings(port=0)
     check_bind(settings.host, api_key, settings)
+    ssl_context = tls_context(settings)
     app = create_app(engine, settings, api_key=api_key, **app_options)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # keepalive_timeout also closes a connection that has not sent a whole request head by then
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=settings.header_timeout_s)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=1.0)
+        site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=1.0, ssl_context=ssl_context)
         await site.start()
         host, port = runner.addresses[0][:2]
-        yield f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        yield f"{'https' if ssl_context else 'http'}://{'[' + host + ']' if ':' in host else host}:{port}"
     finally:
         await runner.cleanup()
 
@@ -632,5 +698,3 @@ async def run_server(
             raise EngineError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from exc
     finally:
         await engine.close()
-
-

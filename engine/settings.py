@@ -45,6 +45,13 @@ class ServerSettings:
     api_key_env: str = "VOICEBOT_ENGINE_API_KEY"
     max_input_chars: int = 4096
     max_upload_bytes: int = 10_000_000
+    max_upload_parts: int = 8  # multipart parts in one upload (file, name, transcript and a few unknown)
+    header_timeout_s: float = 10.0  # a connection must send a whole request head within this (also idle keep-alive)
+    body_timeout_s: float = 30.0  # a request body must arrive within this
+    write_timeout_s: float = 15.0  # a client that reads nothing for this long is dropped and frees its slot
+    tls_cert: str = ""  # PEM certificate chain: serve HTTPS
+    tls_key: str = ""  # PEM private key of tls_cert
+    trusted_proxy_tls: bool = False  # a trusted reverse proxy terminates TLS: allow plain HTTP beyond loopback
     max_streams: int = 64  # speech responses at once; past it: 429
     voices_dir: str = ""  # folder of registered voices; empty: $XDG_DATA_HOME/voicebot/engine-voices
 

@@ -195,7 +195,7 @@ async def test_api_key_is_required_when_set(engine) -> None:
 async def test_refuses_to_listen_beyond_loopback_without_key(engine) -> None:
     with pytest.raises(EngineError, match="without an API key"):
         check_bind("0.0.0.0", None, SETTINGS)
-    check_bind("0.0.0.0", "key", SETTINGS)
+    check_bind("0.0.0.0", "key", ServerSettings(trusted_proxy_tls=True))
     check_bind("::1", None, SETTINGS)
     with pytest.raises(EngineError):
         async with serve_in_background(engine, ServerSettings(host="0.0.0.0", port=0)):
@@ -214,6 +214,8 @@ async def test_healthz_and_metrics(server) -> None:
     await _post(server, {"input": ""})
     async with aiohttp.ClientSession() as s:
         async with s.get(server + "/healthz") as resp:
+            assert await resp.json() == {"status": "ok"}  # nothing about the server without auth
+        async with s.get(server + "/v1/status") as resp:
             health = await resp.json()
         async with s.get(server + "/metrics") as resp:
             text = await resp.text()

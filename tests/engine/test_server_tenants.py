@@ -13,20 +13,12 @@ import pytest
 from engine.base import EngineError
 from engine.server import api_keys_from_env, check_bind, create_app, serve_in_background
 from engine.server_auth import Tenants, parse_keys
-from engine.settings import EngineSettings, ServerSettings
-from engine.streaming import StreamingEngine
+from engine.settings import ServerSettings
 from engine.voice_store import VoiceStore, clean_name
-from tests.engine.test_server import ROOT, SETTINGS, _reference_wav
+from tests.engine.test_server import ROOT, engine, SETTINGS, _reference_wav  # noqa: F401 - engine is a fixture
 
 pytestmark = pytest.mark.timeout(180)
 HOSTILE_NAME = "Fox\x00\x1b[31m \u202eevil\r\nSet-Cookie: x"
-
-
-@pytest.fixture
-async def engine(piper_backend):
-    eng = StreamingEngine(piper_backend, EngineSettings(workers=1, max_concurrency=1, max_text_chars=600))
-    yield eng
-    await eng.close()
 
 
 @pytest.mark.parametrize("value", ["  ,  ", ",", "good-key,", "good-key, ,other", "two words"])
