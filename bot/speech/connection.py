@@ -1,4 +1,5 @@
-"""A guild's voice connection (the call): join with permission checks, move, leave, reconnect when dropped."""
+"""A guild's voice connection (the call): join with permission checks, move, leave, reconnect when dropped.
+A voice server refusing a client without end-to-end encryption (close 4017) is reported at once."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import logging
 import discord
 
 from bot.errors import UserError
+from bot.speech.e2ee import DAVE_REQUIRED_CLOSE, closed_with, privacy_code
 
 log = logging.getLogger(__name__)
+NO_DAVE = ("Discord requires end-to-end encrypted voice (DAVE) in {channel}, and this bot's voice library did not "
+           "offer it. The bot's host needs `davey` (installed by `pip install \"discord.py[voice]\"`).")
 
 
 def check_can_join(channel: discord.VoiceChannel | discord.StageChannel) -> None:
@@ -50,6 +54,11 @@ class VoiceConnection:
         return vc is not None and vc.is_connected()
 
     @property
+    def privacy_code(self) -> str | None:
+        """The call's voice privacy code (compare it with the one your Discord client shows); None before E2EE."""
+        return privacy_code(self.voice_client)
+
+    @property
     def channel(self) -> discord.abc.GuildChannel | None:
         vc = self.voice_client
         return vc.channel if vc is not None else None
@@ -66,11 +75,34 @@ class VoiceConnection:
             if vc is not None:
                 await vc.disconnect(force=True)
             try:
-                return await channel.connect(timeout=self.timeout, self_deaf=True, reconnect=True)
+                return await self._connect(channel)
             except asyncio.TimeoutError:
                 raise UserError(f"I could not connect to {channel.mention} in time. Try again.") from None
             except discord.ClientException as exc:
                 raise UserError(f"I could not connect to {channel.mention}: {exc}") from None
+
+    async def _connect(self, channel: discord.VoiceChannel | discord.StageChannel) -> discord.VoiceClient:
+        """channel.connect, except that a 4017 close (no DAVE offered) ends it at once: discord.py would retry
+        for the whole timeout, and no retry can succeed."""
+        task = asyncio.ensure_future(channel.connect(timeout=self.timeout, self_deaf=True, reconnect=True))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=0.05)
+                if done:
+                    return task.result()
+                if closed_with(self.voice_client) == DAVE_REQUIRED_CLOSE:
+                    break
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        vc = self.voice_client
+        if vc is not None:
+            await vc.disconnect(force=True)
+        log.error("guild %s: voice server closed with 4017: this client does not offer DAVE (is davey installed?)",
+                  self.guild_id)
+        raise UserError(NO_DAVE.format(channel=channel.mention))
 
     async def ensure(self) -> discord.VoiceClient | None:
         """The connected voice client, reconnecting to the wanted channel if the connection dropped."""

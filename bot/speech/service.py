@@ -37,7 +37,7 @@ class SpeechService:
                 guild_id, self.engine, VoiceConnection(self.client, guild_id),
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
-                preroll_s=s.busy_preroll_s, preroll_wait_s=s.busy_preroll_wait_s,
+                preroll_s=s.busy_preroll_s, preroll_wait_s=s.busy_preroll_wait_s, e2ee_wait_s=s.e2ee_wait_s,
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
                 encoder={"application": "voip", "bitrate": s.opus_bitrate, "fec": s.opus_fec,
                          "signal_type": "voice"},

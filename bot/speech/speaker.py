@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 
 from bot.errors import UserError
 from bot.speech.connection import VoiceConnection
+from bot.speech.e2ee import E2EEGate, wait_e2ee
 from bot.speech.source import StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
 
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
+E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
+                  "have heard me. Try again, or use /leave and /join.")
 
 
 class Outcome(enum.Enum):
@@ -61,6 +64,7 @@ class Utterance:
     prerolled: bool = False  # playback waited for a buffer because the engine was busy
     synth_started: float | None = None
     synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
+    e2ee_wait_s: float = 0.0  # time held back until the call's E2EE (DAVE) was ready
 
     @property
     def audio_seconds(self) -> float:
@@ -92,6 +96,7 @@ class GuildSpeaker:
         idle_leave_s: float = 0.0,
         preroll_s: float = 0.0,
         preroll_wait_s: float = 0.0,
+        e2ee_wait_s: float = 10.0,
         on_utterance: Callable[[Utterance, Outcome], None] | None = None,
         encoder: dict | None = None,
     ) -> None:
@@ -104,6 +109,7 @@ class GuildSpeaker:
         self.idle_leave_s = idle_leave_s
         self.preroll_s = preroll_s
         self.preroll_wait_s = preroll_wait_s
+        self.e2ee_wait_s = e2ee_wait_s
         self.on_utterance = on_utterance
         self.encoder = encoder or {}  # Opus options for VoiceClient.play
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
@@ -313,17 +319,28 @@ class GuildSpeaker:
         if vc is None:
             src.close()
             return await self._fail(utt, "I'm not in a voice channel here. Use /join first.")
+        # listeners drop audio sent before the call's E2EE is ready: wait for it (bounded), here and mid-utterance
+        held = time.monotonic()
+        if not await wait_e2ee(vc, self.e2ee_wait_s):
+            src.close()
+            log.warning("guild %s: E2EE not ready after %.1f s", self.guild_id, self.e2ee_wait_s)
+            return await self._fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s))
+        utt.e2ee_wait_s = time.monotonic() - held
+        if utt.skipped:
+            return Outcome.SKIPPED
+        gate = E2EEGate(src, vc, self.e2ee_wait_s)
         done = asyncio.Event()
         self._playing_done = done
         loop = asyncio.get_running_loop()
         try:
-            vc.play(src, after=lambda _err: loop.call_soon_threadsafe(done.set), **self.encoder)
+            vc.play(gate, after=lambda _err: loop.call_soon_threadsafe(done.set), **self.encoder)
         except Exception as exc:
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
             return await self._fail(utt, "I could not play in the voice channel right now. Try again.")
         await done.wait()
         self._playing_done = None
+        utt.e2ee_wait_s += gate.waited_s
         if src.first_read_at is not None:
             utt.ttfa = src.first_read_at - utt.request.created_at
         self.underruns += src.underruns
@@ -331,6 +348,9 @@ class GuildSpeaker:
             return Outcome.SKIPPED
         if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
             return await self._fail(utt, self._error_text(utt, src.error))
+        if gate.timed_out:
+            src.close()
+            return await self._fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s) + " The rest was cut off.")
         # cut off: the player stopped (a disconnect) before every frame written was read
         if not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
             src.close()

@@ -9,6 +9,7 @@ from discord.ext import commands
 from bot import checks
 from bot.errors import UserError, reply
 from bot.speech.discord_text import speakable_content
+from bot.speech.e2ee import wait_privacy_code
 from bot.speech.speaker import Request
 from bot.speech.text import TextOptions
 from engine.base import Voice
@@ -52,8 +53,10 @@ class SpeechCog(commands.Cog):
                 and not checks.may_control(interaction, current)):
             raise UserError(f"I'm in use in {current.mention}; join it, or ask someone with Move Members.")
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await self.speech.join(target)
-        await interaction.followup.send(f"Joined {target.mention}.", ephemeral=True)
+        vc = await self.speech.join(target)
+        code = await wait_privacy_code(vc, 5.0)  # E2EE: an admin can compare it with their Discord client's
+        note = f" Voice privacy code: {code}" if code else ""
+        await interaction.followup.send(f"Joined {target.mention}.{note}", ephemeral=True)
 
     @app_commands.command(name="leave", description="Leave the voice channel")
     @app_commands.guild_only()

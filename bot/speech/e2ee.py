@@ -1,0 +1,116 @@
+"""End-to-end encrypted voice (DAVE): when listeners expect E2EE, bounded waits for discord.py's readiness, the privacy code.
+
+discord.py 2.7 runs the DAVE transitions itself (``VoiceConnectionState``) but sends plain Opus while its DAVE
+session is not ready (``can_encrypt``), and listeners drop those frames. The bot only waits and reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import discord
+
+DAVE_REQUIRED_CLOSE = 4017  # voice close code: the client did not offer DAVE
+POLL_S = 0.01
+
+
+def _state(vc: discord.VoiceClient):
+    return getattr(vc, "_connection", None)  # discord.py's VoiceConnectionState (no public readiness flag)
+
+
+def e2ee_expected(vc: discord.VoiceClient) -> bool:
+    """The call uses DAVE and someone else is in the channel to hear it: plain frames would be dropped."""
+    state = _state(vc)
+    channel = vc.channel
+    if state is None or not state.dave_protocol_version or channel is None:
+        return False
+    me = vc.user.id if vc.user else None
+    return any(m.id != me for m in getattr(channel, "members", ()))
+
+
+def e2ee_ready(vc: discord.VoiceClient) -> bool:
+    state = _state(vc)
+    return bool(state is not None and state.can_encrypt)
+
+
+def may_speak(vc: discord.VoiceClient) -> bool:
+    """Every frame sent now would reach listeners: E2EE is ready, or nobody needs it."""
+    return e2ee_ready(vc) or not e2ee_expected(vc)
+
+
+async def wait_e2ee(vc: discord.VoiceClient, timeout: float) -> bool:
+    """Wait (at most `timeout` s) until frames sent now would be heard; False on timeout."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not may_speak(vc):
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(POLL_S)
+    return True
+
+
+def privacy_code(vc: discord.VoiceClient | None) -> str | None:
+    """The voice privacy code, grouped in fives as Discord clients show it (None without an E2EE group)."""
+    code = vc.voice_privacy_code if vc is not None and e2ee_ready(vc) else None
+    return " ".join(code[i:i + 5] for i in range(0, len(code), 5)) if code else None
+
+
+async def wait_privacy_code(vc: discord.VoiceClient, timeout: float) -> str | None:
+    """The privacy code once E2EE is ready (waiting at most `timeout` s); None when nobody else is in the call."""
+    if e2ee_expected(vc):
+        await wait_e2ee(vc, timeout)
+    return privacy_code(vc)
+
+
+def closed_with(vc: discord.VoiceClient | None) -> int | None:
+    """The close code of the voice websocket, if the voice server closed it."""
+    state = _state(vc) if vc is not None else None
+    ws = getattr(getattr(state, "ws", None), "ws", None)
+    return getattr(ws, "close_code", None)
+
+
+class E2EEGate(discord.AudioSource):
+    """Holds back the next frame while listeners expect E2EE and discord.py's DAVE session is not ready
+    (a reconnect, a new group, an invalid commit mid-utterance), so no frame is sent that they would drop.
+    Runs in the player thread; bounded by `timeout`, after which it ends the utterance (`timed_out`)."""
+
+    def __init__(self, source: discord.AudioSource, vc: discord.VoiceClient, timeout: float) -> None:
+        self.source = source
+        self.vc = vc
+        self.timeout = timeout
+        self.timed_out = False
+        self.waited_s = 0.0
+        self._stop = threading.Event()
+
+    def read(self) -> bytes:
+        # Also hold while reconnecting: the frame read now would be sent after the new DAVE session started.
+        if not (self.vc.is_connected() and may_speak(self.vc)):
+            start = time.monotonic()
+            while not (self.vc.is_connected() and may_speak(self.vc)):
+                if time.monotonic() - start >= self.timeout:
+                    if not self.vc.is_connected():
+                        break             # still disconnected: discord.py's player waits for it and gives up
+                    self.timed_out = True
+                    return b""
+                if self._stop.wait(POLL_S) or not self.vc.is_playing():     # cleaned up, or stopped (/skip)
+                    return b""
+            self.waited_s += time.monotonic() - start
+            self._restart_clock()
+        return self.source.read()
+
+    def _restart_clock(self) -> None:
+        """After a hold the player would send the missed 20 ms slots at once; pace from now instead,
+        as discord.py does itself after a reconnect."""
+        player = getattr(self.vc, "_player", None)
+        if player is not None and hasattr(player, "_start"):
+            player.loops = 0
+            player._start = time.perf_counter()
+
+    def is_opus(self) -> bool:
+        return self.source.is_opus()
+
+    def cleanup(self) -> None:
+        self._stop.set()
+        self.source.cleanup()
