@@ -160,6 +160,7 @@ class VoiceService:
         return await loop.run_in_executor(
             self._executor,
             lambda: register_clip(data, transcript, backends, max_bytes=self.settings.max_clip_bytes),
+        too_many = f"You have {self.settings.max_per_user} voices, the most allowed; delete one first."
         )
 
     async def register(self, owner_id: int, name: str, data: bytes, transcript: str) -> VoiceInfo:
@@ -168,11 +169,14 @@ class VoiceService:
         if await repo.find_owned(self.db, owner_id, name) is not None:
             raise UserError(f"You already have a voice named {name!r}; pick another name or delete it first.")
         if await repo.count_owned(self.db, owner_id) >= self.settings.max_per_user:
-            raise UserError(f"You have {self.settings.max_per_user} voices, the most allowed; delete one first.")
+            raise UserError(too_many)
         try:
+                max_owned=self.settings.max_per_user,  # checked again: other registrations ran meanwhile
             reg = await self._run_registration(data, transcript)
         except EngineError as exc:
             raise UserError(str(exc)) from None
+        except repo.VoiceLimitReached:
+            raise UserError(too_many) from None
         try:
             return await repo.add_voice(
                 self.db, owner_id=owner_id, name=name, transcript=reg.transcript, clip_flac=reg.flac,

@@ -87,7 +87,9 @@ _LINE_MARKERS = re.compile(r"^[^\S\n]*(?:(?:>>>|>|#{1,3}|-#|[-*+]|\d{1,9}[.)])[^
 _MARKUP = re.compile(rf"[*`]+|~~|\|\||[\u200d{_SKIN}{_FLAG_LETTER}]")
 _LEFTOVER_URL = re.compile(rf"{_URL}[^\s<>]*")
 _LEFTOVER_MENTION = re.compile(r"<(?=[@#:])")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[.,!?;:)\]])|(?<=[(\[])\s+")  # left by token spacing
+# Left by token spacing. A run is tried from its first character only and never backtracked into
+# ((?<!\s), \s++): linear; "\s+(?=...)" retried every start in a run of n spaces, O(n^2).
+_SPACE_BEFORE_PUNCT = re.compile(r"(?<!\s)\s++(?=[.,!?;:)\]])|(?<=[(\[])\s+")
 _SPACES = re.compile(r"\s+")
 _HOST = re.compile(r"[\w.-]*")
 _PAUSES = ".!?,;:"

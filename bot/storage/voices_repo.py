@@ -12,6 +12,10 @@ from bot.storage.database import Database
 from bot.storage.models import UserSettingsRow, VoiceFeatureRow, VoiceRow, VoiceShareRow
 
 
+class VoiceLimitReached(Exception):
+    """The owner already has the most voices allowed (checked in the storing transaction)."""
+
+
 class DuplicateVoiceName(Exception):
     """The owner already has a voice of that name."""
 
@@ -52,8 +56,11 @@ async def add_voice(
     clip_seconds: float,
     embedding: bytes,
     features: dict[tuple[str, str], bytes],
+    max_owned: int | None = None,
 ) -> VoiceInfo:
-    """Store a voice and all its features in one transaction: all of it or none of it."""
+    """Store a voice and all its features in one transaction: all of it or none of it. With `max_owned`,
+    the owner's count is taken after the insert, in the same transaction (VoiceLimitReached past it):
+    the insert holds SQLite's write lock, so concurrent registrations see each other and never overshoot."""
     row = VoiceRow(
         id=uuid.uuid4().hex,
         owner_id=owner_id,
@@ -69,6 +76,11 @@ async def add_voice(
     try:
         async with db.sessions() as session, session.begin():
             session.add(row)
+            if max_owned is not None:
+                await session.flush()
+                owned = await session.scalar(select(func.count()).where(VoiceRow.owner_id == owner_id))
+                if int(owned or 0) > max_owned:
+                    raise VoiceLimitReached(max_owned)  # rolls the insert back
     except IntegrityError as exc:
         raise DuplicateVoiceName(name) from exc
     return _info(row)
