@@ -160,7 +160,6 @@ class VoiceService:
         return await loop.run_in_executor(
             self._executor,
             lambda: register_clip(data, transcript, backends, max_bytes=self.settings.max_clip_bytes),
-        too_many = f"You have {self.settings.max_per_user} voices, the most allowed; delete one first."
         )
 
     async def register(self, owner_id: int, name: str, data: bytes, transcript: str) -> VoiceInfo:
@@ -168,22 +167,23 @@ class VoiceService:
         name = check_name(name)
         if await repo.find_owned(self.db, owner_id, name) is not None:
             raise UserError(f"You already have a voice named {name!r}; pick another name or delete it first.")
+        too_many = f"You have {self.settings.max_per_user} voices, the most allowed; delete one first."
         if await repo.count_owned(self.db, owner_id) >= self.settings.max_per_user:
             raise UserError(too_many)
         try:
-                max_owned=self.settings.max_per_user,  # checked again: other registrations ran meanwhile
             reg = await self._run_registration(data, transcript)
         except EngineError as exc:
             raise UserError(str(exc)) from None
-        except repo.VoiceLimitReached:
-            raise UserError(too_many) from None
         try:
             return await repo.add_voice(
                 self.db, owner_id=owner_id, name=name, transcript=reg.transcript, clip_flac=reg.flac,
                 clip_seconds=reg.duration_s, embedding=reg.embedding, features=dict(reg.features),
+                max_owned=self.settings.max_per_user,  # checked again: other registrations ran meanwhile
             )
         except DuplicateVoiceName:
             raise UserError(f"You already have a voice named {name!r}.") from None
+        except repo.VoiceLimitReached:
+            raise UserError(too_many) from None
 
     # -- owner actions -------------------------------------------------------------------------------
     async def use(self, user_id: int, guild_id: int | None, name: str) -> VoiceInfo:
