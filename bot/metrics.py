@@ -28,19 +28,18 @@ class _LiveCollector:
         connections.add_metric([], connected)
         underruns.add_metric([], total_underruns)
         yield from (queue, connections, underruns)
-        counters = getattr(self.bot.engine, "counters", None)
-        if counters is not None:
-            errors = CounterMetricFamily("voicebot_engine_errors", "Engine segment failures", labels=["kind"])
-            errors.add_metric(["timeout"], counters.timeouts)
-            errors.add_metric(["other"], counters.errors - counters.timeouts)
-            yield errors
-            audio = CounterMetricFamily("voicebot_engine_audio_seconds", "Audio synthesized")
-            audio.add_metric([], counters.audio_seconds)
-            synth = CounterMetricFamily("voicebot_engine_synthesis_seconds", "Time spent synthesizing")
-            synth.add_metric([], counters.synthesis_seconds)
-            rtf = GaugeMetricFamily("voicebot_engine_rtf", "Synthesis seconds per audio second, since start")
-            rtf.add_metric([], counters.synthesis_seconds / counters.audio_seconds if counters.audio_seconds else 0.0)
-            yield from (audio, synth, rtf)
+        counters = self.bot.engine.stats()
+        errors = CounterMetricFamily("voicebot_engine_errors", "Engine segment failures", labels=["kind"])
+        errors.add_metric(["timeout"], counters.timeouts)
+        errors.add_metric(["other"], counters.errors - counters.timeouts)
+        yield errors
+        audio = CounterMetricFamily("voicebot_engine_audio_seconds", "Audio synthesized")
+        audio.add_metric([], counters.audio_seconds)
+        synth = CounterMetricFamily("voicebot_engine_synthesis_seconds", "Time spent synthesizing")
+        synth.add_metric([], counters.synthesis_seconds)
+        rtf = GaugeMetricFamily("voicebot_engine_rtf", "Synthesis seconds per audio second, since start")
+        rtf.add_metric([], counters.synthesis_seconds / counters.audio_seconds if counters.audio_seconds else 0.0)
+        yield from (audio, synth, rtf)
 
 
 class BotMetrics:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import logging
 import re
+from typing import TYPE_CHECKING
 
 import aiohttp
 from discord import app_commands
@@ -17,7 +17,10 @@ from bot.prefs import SettingsService
 from bot.storage import voices_repo as repo
 from bot.storage.database import Database
 from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
-from engine.base import EngineError, Voice, VoiceProfile
+from engine.base import Engine, EngineError, Voice, VoiceProfile
+
+if TYPE_CHECKING:
+    from engine.registration import Registration
 
 log = logging.getLogger(__name__)
 NAME_RE = re.compile(r"^[\w][\w \-']{0,31}$")
@@ -33,18 +36,13 @@ def check_name(name: str) -> str:
 
 
 class VoiceService:
-    def __init__(self, db: Database, engine, settings: VoiceSettings, prefs: SettingsService) -> None:
+    def __init__(self, db: Database, engine: Engine, settings: VoiceSettings, prefs: SettingsService) -> None:
         self.db = db
         self.engine = engine
         self.settings = settings
         self.prefs = prefs
         self._profiles: collections.OrderedDict[tuple[str, str, str], VoiceProfile | None] = collections.OrderedDict()
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="voice-register")
         self._session: aiohttp.ClientSession | None = None
-
-    @property
-    def backend(self):
-        return self.engine.backend
 
     # -- using voices ------------------------------------------------------------------------------
     async def resolve(self, user_id: int, guild_id: int | None, name: str | None = None) -> Voice:
@@ -70,7 +68,7 @@ class VoiceService:
 
     async def profile(self, voice_id: str) -> VoiceProfile | None:
         """The current backend's features of a voice: an LRU in front of one indexed query."""
-        info = self.backend.info
+        info = self.engine.info
         key = (voice_id, info.name, info.version)
         if key in self._profiles:
             self._profiles.move_to_end(key)
@@ -98,7 +96,7 @@ class VoiceService:
         except EngineError as exc:
             log.warning("voice %s: features could not be derived again: %s", voice_id, exc)
             return None
-        info = self.backend.info
+        info = self.engine.info
         blob = reg.features.get((info.name, info.version))
         if blob is None:
             return None
@@ -152,15 +150,10 @@ class VoiceService:
             raise UserError("The download of that file failed or was too slow; please upload it again.") from None
         return bytes(data)
 
-    async def _run_registration(self, data: bytes, transcript: str):
-        from engine.registration import register_clip
-
-        backends = [self.backend] if hasattr(self.backend, "synthesize") else []
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor,
-            lambda: register_clip(data, transcript, backends, max_bytes=self.settings.max_clip_bytes),
-        )
+    async def _run_registration(self, data: bytes, transcript: str) -> Registration:
+        """The engine checks the clip and its backend derives its own features (for a remote backend: the
+        clip is uploaded to the engine server)."""
+        return await self.engine.register(data, transcript, max_bytes=self.settings.max_clip_bytes)
 
     async def register(self, owner_id: int, name: str, data: bytes, transcript: str) -> VoiceInfo:
         """Check, analyse and store a clip as `owner_id`'s voice `name`: all of it is stored, or nothing."""
@@ -237,4 +230,3 @@ class VoiceService:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
-        self._executor.shutdown(wait=False, cancel_futures=True)

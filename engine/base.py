@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engine.registration import Registration
 
 DISCORD_RATE = 48_000
 DISCORD_CHANNELS = 2
@@ -129,8 +132,10 @@ class Backend(Protocol):
 
     def synthesize(self, text: str, voice: Voice) -> Iterator[np.ndarray]: ...
 
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
-        """Features a registered voice keeps for this backend (None when it needs none)."""
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+        """Features a registered voice keeps for this backend, derived by the backend from the clip (16 kHz
+        mono speech) and, where it helps, the clip's speaker embedding; None when it needs none. Blocking."""
         ...
 
     def close(self) -> None: ...
@@ -147,10 +152,57 @@ class AsyncBackend(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """What the speech side needs to know of the engine's load, as seen by one key (a guild)."""
+
+    slots: int  # segments that may synthesize at once, across all keys
+    running: int  # segments synthesizing now
+    waiting_others: int  # segments of other keys waiting for a slot
+    audio_per_second: float  # audio seconds produced per second of slot time, since start (0: not measured yet)
+
+    @property
+    def busy_with_others(self) -> bool:
+        """Other keys have a full round of segments waiting: this key's next segment may come late."""
+        return self.waiting_others >= self.slots
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """Running totals for metrics."""
+
+    utterances: int
+    segments_done: int
+    errors: int
+    timeouts: int
+    cancelled: int
+    synthesis_seconds: float
+    audio_seconds: float
+    abandoned_now: int
+    running: int
+    waiting: int
+
+
 class Engine(Protocol):
-    """Text + voice -> streamed PCM. Knows nothing of Discord."""
+    """Text + voice -> streamed PCM, and registration of voices. Knows nothing of Discord.
+
+    The one API of the engine for the bot, the engine server, the CLI, tests and benchmarks
+    (engine.factory.build_engine makes one): nobody else touches a backend, a scheduler or counters.
+    """
 
     info: BackendInfo
+
+    async def warm_up(self) -> None:
+        """Load the model and run a tiny synthesis, so the first request is as fast as later ones."""
+        ...
+
+    async def register(self, data: bytes, transcript: str, *, max_bytes: int) -> Registration:
+        """Check a reference clip and derive this backend's features of it (the backend decides what)."""
+        ...
+
+    def capacity(self, key: Hashable) -> Capacity: ...
+
+    def stats(self) -> EngineStats: ...
 
     def stream(
         self,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
 from engine import cli_say
 from engine.base import EngineError
 from engine.cli_voice import add_reference_arguments, read_clip, write_text_atomic
-from engine.registration import register_clip
+from engine.registration import Registration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,20 +20,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     cli_say.add_engine_arguments(p)
 
 
-def run(args: argparse.Namespace) -> int:
-    from engine.factory import build_backend
+async def _register(args: argparse.Namespace, data: bytes) -> Registration:
+    from engine.factory import build_engine
 
+    engine = build_engine(cli_say.engine_settings(args, workers=1, max_concurrency=1))
+    try:
+        return await engine.register(data, args.transcript, max_bytes=args.max_clip_bytes)
+    finally:
+        await engine.close()
+
+
+def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise EngineError(f"--out {out} is a directory; give a file name such as {out / 'voice.json'}.")
     data = read_clip(args.clip, args.max_clip_bytes)
-    backend = build_backend(cli_say.engine_settings(args, workers=1))
-    try:
-        registration = register_clip(data, args.transcript, [backend], max_bytes=args.max_clip_bytes)
-    finally:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
+    registration = asyncio.run(_register(args, data))
     try:
         write_text_atomic(out, registration.to_json())
     except OSError as exc:

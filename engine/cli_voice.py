@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from pathlib import Path
 
 from engine import cli_say
 from engine.base import EngineError
 from engine.clip import ClipRejected
-from engine.registration import Registration, register_clip
+from engine.registration import Registration
 from engine.settings import EngineSettings
 
 
@@ -54,12 +53,10 @@ async def _say(args: argparse.Namespace, text: str) -> bytes:
                 raise EngineError(f"cannot read {args.profile}: {exc.strerror or exc}") from exc
         else:
             data = read_clip(args.reference, args.max_clip_bytes)
-            registration = await asyncio.to_thread(
-                register_clip, data, args.transcript, [engine.backend], max_bytes=args.max_clip_bytes
-            )
-        voice = registration.voice(engine.backend.info, speed=args.speed, pitch=args.pitch)
+            registration = await engine.register(data, args.transcript, max_bytes=args.max_clip_bytes)
+        voice = registration.voice(engine.info, speed=args.speed, pitch=args.pitch)
         if voice.profile is None:
-            raise EngineError(f"That voice has no features for the {engine.backend.info.name} backend; register it again.")
+            raise EngineError(f"That voice has no features for the {engine.info.name} backend; register it again.")
         return await engine.synthesize_all(text, voice, key="cli")
     finally:
         await engine.close()

@@ -416,7 +416,8 @@ class CosyVoiceBackend:
 
     # -- registration -----------------------------------------------------------------------------
 
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
         """Run the zero-shot frontend once on a reference clip and its transcript; the blob to store."""
         transcript = (transcript or "").strip()
         if not transcript:

@@ -14,7 +14,7 @@ import numpy as np
 import soxr
 
 from .base import EngineError, Voice
-from .clip import Clip, ClipRejected
+from .clip import ClipRejected
 from .pitch import track_f0
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
@@ -298,7 +298,8 @@ def calibrate(synthesize_reference_fn: SynthesizeFn, text: str = CALIBRATION_TEX
 
 
 def estimate_profile(
-    clip: Clip,
+    samples: np.ndarray,
+    sample_rate: int,
     synthesize_reference_fn: SynthesizeFn | None = None,
     *,
     calibration: Calibration | None = None,
@@ -315,9 +316,9 @@ def estimate_profile(
         if synthesize_reference_fn is None:
             raise ValueError("estimate_profile needs synthesize_reference_fn or calibration")
         calibration = calibrate(synthesize_reference_fn)
-    target = reference_embedding if reference_embedding is not None else embedding.embed(clip.samples)
+    target = reference_embedding if reference_embedding is not None else embedding.embed(samples)
     try:
-        tgt_mean, tgt_std, _ = log_f0_stats(clip.samples, clip.sample_rate)
+        tgt_mean, tgt_std, _ = log_f0_stats(samples, sample_rate)
     except EngineError as exc:
         raise ClipRejected("I could not hear a voice in the clip; record yourself speaking clearly.") from exc
     base = MatchProfile(

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -107,6 +108,8 @@ class PiperBackend:
             voices=(self.model.name, *speakers),
         )
         self._warned_matching = False
+        self._calibration: object | None = None  # engine.matching.Calibration of the default voice, made once
+        self._calibration_lock = threading.Lock()
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -223,8 +226,18 @@ class PiperBackend:
                 if len(audio):
                     yield self._post(audio, voice)
 
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
-        return None  # voice matching features are filled in by the voices work (engine.matching)
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+        """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
+        from engine.matching import calibrate, estimate_profile
+        from engine.registration import synthesize_default
+
+        with self._calibration_lock:  # the default voice is analysed once per backend
+            if self._calibration is None:
+                self._calibration = calibrate(lambda text: synthesize_default(self, text))
+            calibration = self._calibration
+        profile = estimate_profile(clip, sample_rate, calibration=calibration, reference_embedding=reference_embedding)
+        return profile.to_bytes()
 
     def close(self) -> None:
         self._voices.close()

@@ -6,7 +6,6 @@ import base64
 import hashlib
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -15,7 +14,7 @@ import numpy as np
 from . import embedding
 from .base import Backend, BackendInfo, TextRejected, Voice, VoiceProfile
 from .clip import load_clip, to_flac
-from .matching import Calibration, MatchProfile, calibrate, estimate_profile
+from .matching import MatchProfile
 from .settings import EngineSettings
 
 log = logging.getLogger(__name__)
@@ -87,33 +86,17 @@ class Registration:
             embedding.from_bytes(reg.embedding)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ClipRejected("That is not a voice profile written by `python -m engine register`.") from exc
-        piper = next((blob for (name, _), blob in features.items() if name == "piper"), None)
-        profile = MatchProfile.from_bytes(piper) if piper is not None else None
-        return cls(**{**reg.__dict__, "profile": profile})
+        return cls(**{**reg.__dict__, "profile": _piper_profile(features)})
+
+
+def _piper_profile(features: dict[FeatureKey, bytes]) -> MatchProfile | None:
+    """The Piper backend's matching profile among the features, parsed (None when there is none)."""
+    blob = next((blob for (name, _), blob in features.items() if name == "piper"), None)
+    return MatchProfile.from_bytes(blob) if blob is not None else None
 
 
 def _b64(blob: bytes) -> str:
     return base64.b64encode(blob).decode("ascii")
-
-
-class _CalibrationCache:
-    """One calibration per (backend, version) per process: the default voice is analysed once."""
-
-    def __init__(self) -> None:
-        self._items: dict[FeatureKey, Calibration] = {}
-        self._lock = threading.Lock()
-
-    def get(self, backend: Backend) -> Calibration:
-        key = (backend.info.name, backend.info.version)
-        with self._lock:
-            cal = self._items.get(key)
-            if cal is None:
-                cal = calibrate(lambda text: synthesize_default(backend, text))
-                self._items[key] = cal
-            return cal
-
-
-_calibrations = _CalibrationCache()
 
 
 def synthesize_default(backend: Backend, text: str) -> tuple[np.ndarray, int]:
@@ -150,24 +133,15 @@ def register_clip(
     ref = embedding.embed(clip.samples)
     timings["embed"] = time.perf_counter() - t
     features: dict[FeatureKey, bytes] = {}
-    profile: MatchProfile | None = None
     for backend in backends:
-        info = getattr(backend, "info", None)
-        if info is None:
-            continue
-        key = (info.name, info.version)
+        key = (backend.info.name, backend.info.version)
         if key in features:
             continue
         t = time.perf_counter()
-        if info.name == "piper":
-            profile = estimate_profile(clip, calibration=_calibrations.get(backend), reference_embedding=ref)
-            features[key] = profile.to_bytes()
-        else:
-            extract = getattr(backend, "extract_features", None)
-            blob = extract(clip.samples, clip.sample_rate, text) if extract is not None else None
-            if blob is not None:
-                features[key] = bytes(blob)
-        timings[info.name] = time.perf_counter() - t
+        blob = backend.extract_features(clip.samples, clip.sample_rate, text, reference_embedding=ref)
+        if blob is not None:
+            features[key] = bytes(blob)
+        timings[backend.info.name] = time.perf_counter() - t
     flac = to_flac(clip)
     timings["total"] = time.perf_counter() - t0
     log.debug("registered clip: %.1f s speech, timings %s", clip.speech_s, timings)
@@ -178,7 +152,7 @@ def register_clip(
         transcript=text,
         embedding=embedding.to_bytes(ref),
         features=features,
-        profile=profile,
+        profile=_piper_profile(features),
         timings=timings,
     )
 

@@ -189,7 +189,8 @@ class RemoteBackend:
 
     # -- registration ---------------------------------------------------------------------------
 
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
         """Upload the clip to the server's `POST /v1/voices`; the feature blob is the server's voice id.
 
         Blocking (urllib): engine.registration calls it from a worker thread."""

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from engine.base import (
     Backend,
     BackendInfo,
     CancelToken,
+    Capacity,
     EngineError,
+    EngineStats,
     SynthesisTimeout,
     TextRejected,
     Voice,
@@ -32,6 +34,9 @@ from engine.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
 from engine.segment import clean_text, split_segments
 from engine.settings import EngineSettings
+
+if TYPE_CHECKING:
+    from engine.registration import Registration
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +136,6 @@ class StreamingEngine:
     ) -> None:
         self.backend = backend
         self.settings = settings or EngineSettings()
-        self.info: BackendInfo = backend.info
         self.scheduler = scheduler or Scheduler(self.settings.max_concurrency, self.settings.per_key_limit)
         self.counters = EngineCounters()
         self.max_abandoned = max(0, self.settings.max_abandoned)
@@ -142,9 +146,15 @@ class StreamingEngine:
             params = inspect.signature(backend.synthesize).parameters  # type: ignore[union-attr]
             self._pass_cancel = "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         self._closed = False
+        self._registrar: concurrent.futures.ThreadPoolExecutor | None = None
         # Optional hook for metrics and benchmarks: trace(event, key, segment_index) with event
         # "granted" (slot acquired, synthesis starts) or "synthesized" (last chunk produced).
         self.trace: Callable[[str, Hashable, int], None] | None = None
+
+    @property
+    def info(self) -> BackendInfo:
+        """What the backend declares (its version changes when stored voice features must be derived again)."""
+        return self.backend.info
 
     # -- text -----------------------------------------------------------------------------------
 
@@ -349,6 +359,38 @@ class StreamingEngine:
 
         await asyncio.gather(*(asyncio.wrap_future(self._pool.submit(one)) for _ in range(n)))
 
+    # -- registration and the view of the load ------------------------------------------------------
+
+    async def register(self, data: bytes, transcript: str, *, max_bytes: int) -> Registration:
+        """Check a reference clip and derive this backend's features from it (Piper: its voice-matching
+        profile; CosyVoice2: its frontend features; remote: the clip uploaded to the engine server).
+        Runs off the loop, one registration at a time (it is CPU-heavy)."""
+        from engine.registration import register_clip
+
+        if self._closed:
+            raise EngineError("The speech engine is shut down.")
+        if self._registrar is None:
+            self._registrar = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="engine-register")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._registrar,
+            lambda: register_clip(data, transcript, [self.backend], self.settings, max_bytes=max_bytes),  # type: ignore[list-item]
+        )
+
+    def capacity(self, key: Hashable) -> Capacity:
+        stats = self.scheduler.stats()
+        c = self.counters
+        return Capacity(
+            slots=self.scheduler.max_concurrency,
+            running=stats.running,
+            waiting_others=sum(n for k, n in stats.waiting.items() if k != key),
+            audio_per_second=c.audio_seconds / c.synthesis_seconds if c.synthesis_seconds else 0.0,
+        )
+
+    def stats(self) -> EngineStats:
+        sched = self.scheduler.stats()
+        return EngineStats(**self.counters.snapshot(), running=sched.running, waiting=sum(sched.waiting.values()))
+
     async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:
         """The whole utterance at 48 kHz stereo (for the CLI and tests)."""
         out = bytearray()
@@ -361,6 +403,8 @@ class StreamingEngine:
             return
         self._closed = True
         self._pool.shutdown()
+        if self._registrar is not None:
+            self._registrar.shutdown(wait=False, cancel_futures=True)
         if self._async:
             await self.backend.aclose()  # type: ignore[union-attr]
         else:

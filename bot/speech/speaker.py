@@ -290,11 +290,7 @@ class GuildSpeaker:
     def _engine_busy(self) -> bool:
         """Other guilds have a full round of segments waiting for the engine: this guild's next segment
         may come later than its first one takes to play, so playback should start with a buffer."""
-        scheduler = getattr(self.engine, "scheduler", None)
-        if scheduler is None:
-            return False
-        waiting = scheduler.stats().waiting
-        return sum(n for key, n in waiting.items() if key != self.guild_id) >= scheduler.max_concurrency
+        return self.engine.capacity(self.guild_id).busy_with_others
 
     async def _play(self, utt: Utterance) -> Outcome:
         src = utt.source

@@ -31,8 +31,8 @@ async def test_new_backend_version_derives_features_once_from_the_stored_clip(se
     info = await service.register(42, "mine", espeak_clip(), FIT)
     voice = await service.resolve(42, None, "mine")
     assert voice.profile is not None and voice.profile.voice_id == info.id
-    old = service.backend.info
-    service.backend.info = dataclasses.replace(old, version=old.version + "+upgraded")
+    old = service.engine.backend.info
+    service.engine.backend.info = dataclasses.replace(old, version=old.version + "+upgraded")
     try:
         service._profiles.clear()
         again = await service.resolve(42, None, "mine")
@@ -47,7 +47,7 @@ async def test_new_backend_version_derives_features_once_from_the_stored_clip(se
         await service.resolve(42, None, "mine")
         assert calls == []  # stored now: never derived again
     finally:
-        service.backend.info = old
+        service.engine.backend.info = old
 
 
 async def test_names_with_path_separators_or_markup_are_refused(service):

@@ -65,8 +65,8 @@ class FlakyBackend:
     def warm_up(self) -> None:
         self.inner.warm_up()
 
-    def extract_features(self, clip, sample_rate: int, transcript: str):
-        return self.inner.extract_features(clip, sample_rate, transcript)
+    def extract_features(self, clip, sample_rate: int, transcript: str, *, reference_embedding=None):
+        return self.inner.extract_features(clip, sample_rate, transcript, reference_embedding=reference_embedding)
 
     def close(self) -> None:
         self.inner.close()

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 
+import numpy as np
 import pytest
+import soundfile as sf
+import soxr
 
 from demo.sandbox_bot import sandbox_settings, start_bot
+from engine import embedding
 from engine.factory import build_engine
 from engine.server import serve_in_background
 from engine.settings import EngineSettings, ServerSettings
@@ -74,3 +79,39 @@ async def test_unreachable_engine_server_is_reported_to_the_user(sb, demo, tmp_p
         assert await it.wait_text() == "Nothing is waiting."  # the bot is still up and answering
     finally:
         await running.stop()
+
+
+async def test_voice_registered_through_a_remote_backend_reaches_the_server_and_is_heard(sb, demo, tmp_path):
+    """/voice register with engine.backend = "remote" uploads the clip to the engine server, and /say in
+    that voice is spoken by the server in the matched voice (closer to the reference than the default)."""
+    from engine.voice_store import VoiceStore
+    from tests.e2e.test_voices import SPOKEN, embed_pcm48, espeak_clip, final_edit, register, speak_and_capture
+
+    server_engine = build_engine(EngineSettings())
+    await server_engine.warm_up()
+    store = VoiceStore(tmp_path / "server-voices")
+    try:
+        async with serve_in_background(server_engine, ServerSettings(port=0), voice_store=store) as url:
+            settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
+            remote = dataclasses.replace(settings.engine, backend="remote",
+                                         remote=dataclasses.replace(settings.engine.remote, url=url))
+            running = await start_bot(sb, sandbox_settings(dataclasses.replace(settings, engine=remote), sb))
+            try:
+                clip = espeak_clip()
+                it, press = await register(sb, demo.alice, demo.general, "robot", clip)
+                result = await final_edit(it, press, timeout=120)
+                assert result.startswith("Registered 'robot'"), result
+                assert len(store) == 1  # the clip reached the engine server
+                default_pcm = await speak_and_capture(sb, demo, SPOKEN)
+                it = await sb.slash(demo.alice, demo.general, "voice use", name="robot")
+                assert "now spoken in 'robot'" in await it.wait_text()
+                matched_pcm = await speak_and_capture(sb, demo, SPOKEN)
+            finally:
+                await running.stop()
+    finally:
+        await server_engine.close()
+    ref, rate = sf.read(io.BytesIO(clip), dtype="float32")
+    ref16 = embedding.embed(soxr.resample(ref, rate, 16_000).astype(np.float32))
+    sim_default = embedding.similarity(embed_pcm48(default_pcm), ref16)
+    sim_matched = embedding.similarity(embed_pcm48(matched_pcm), ref16)
+    assert sim_matched > sim_default + 0.02, (sim_matched, sim_default)

@@ -125,7 +125,7 @@ def test_matched_voice_is_closer_to_the_reference_than_the_default(piper_backend
     clip = load_clip(clips.wav(speaker), max_bytes=10_000_000)
     target = embedding.embed(clip.samples)
     calibration = calibrate(lambda text: synthesize_default(piper_backend, text))
-    profile = estimate_profile(clip, calibration=calibration, reference_embedding=target)
+    profile = estimate_profile(clip.samples, clip.sample_rate, calibration=calibration, reference_embedding=target)
     assert profile.warp > 1.0
     eval_text = "Please call Stella and ask her to bring these things with her from the store."
     default, _ = synthesize_default(piper_backend, eval_text)

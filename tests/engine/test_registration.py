@@ -29,7 +29,8 @@ class FeatureBackend:
     def synthesize(self, text: str, voice: Voice) -> Iterator[np.ndarray]:
         yield np.zeros(160, np.float32)
 
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
         self.calls.append((len(clip), sample_rate, transcript))
         return self.blob
 

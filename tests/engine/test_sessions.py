@@ -83,7 +83,8 @@ class ThreadRecordingBackend:
             time.sleep(0.002)
             yield np.full(160, 0.1, dtype=np.float32)
 
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
         return None
 
     def close(self) -> None:

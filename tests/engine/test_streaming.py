@@ -51,7 +51,8 @@ class FakeToneBackend:
         t = np.arange(RATE // 2) / RATE
         yield (0.3 * np.sin(2 * np.pi * 200 * t)).astype(np.float32)
 
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str) -> bytes | None:
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
         return None
 
     def close(self) -> None:
