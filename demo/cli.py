@@ -76,7 +76,10 @@ async def _demo(settings: Settings, say: str | None, out: str | None) -> int:
                 ttfa = await _speak_once(sb, demo, text, path)
                 if ttfa is None:
                     return 1
-                print(f"wrote {path} (time to first audio {ttfa * 1000:.0f} ms)")
+                # end-to-end encrypted (DAVE): the code alice's Discord client would show for this call
+                code = sb.privacy_code(demo.guild) or "none"
+                code = " ".join(code[i:i + 5] for i in range(0, len(code), 5))  # as Discord clients show it
+                print(f"wrote {path} (time to first audio {ttfa * 1000:.0f} ms; voice privacy code {code})")
         finally:
             await running.stop()
     return 0

@@ -41,6 +41,7 @@ class Capture:
         self.speaking: list[SpeakingEvent] = []
         self.decrypt_errors = 0            # transport decryption failed
         self.dropped = 0                   # frames the listening client dropped (not E2EE, or no key for them)
+        self.dropped_total = 0             # the same since the sandbox started (clear() keeps it)
         self.drop_reasons: collections.Counter = collections.Counter()
         self.unheard = 0                   # E2EE frames sent while nobody else was in the channel
         self.decode_errors = 0
@@ -52,6 +53,7 @@ class Capture:
 
     def _drop(self, reason: str) -> None:
         self.dropped += 1
+        self.dropped_total += 1
         self.drop_reasons[reason] += 1
         self._signal.fire()
 
@@ -68,7 +70,7 @@ class Capture:
     def stats(self) -> dict:
         """Frame counts: heard (voiced + silence), dropped by the listener, unheard, transport decrypt errors."""
         return {"heard": len(self.packets), "voiced": len(self.voiced), "dropped": self.dropped,
-                "unheard": self.unheard, "decrypt_errors": self.decrypt_errors,
+                "dropped_total": self.dropped_total, "unheard": self.unheard, "decrypt_errors": self.decrypt_errors,
                 "drop_reasons": dict(self.drop_reasons)}
 
     @property
