@@ -151,15 +151,20 @@ async def test_real_piper_skip_frees_slot_and_terminates_inference(piper_backend
     long_sentence = "and then " * 40 + "it ended."
     try:
         agen = engine.stream("Hi. " + long_sentence, Voice(), key="a")
+        # baseline in this run (the machine may be loaded): the long segment synthesized to its end
+        t0 = time.monotonic()
+        await asyncio.to_thread(lambda: list(piper_backend.synthesize(long_sentence, Voice())))
+        full = time.monotonic() - t0
         await agen.__anext__()  # first segment heard; the long one is synthesizing now
         await asyncio.sleep(0.05)
         await agen.aclose()
         assert engine.scheduler.stats().running == 0  # freed at once
         t0 = time.monotonic()
-        while engine.counters.abandoned_now and time.monotonic() - t0 < 2:
+        while engine.counters.abandoned_now and time.monotonic() - t0 < 60:
             await asyncio.sleep(0.01)
-        assert engine.counters.abandoned_now == 0  # RunOptions.terminate stopped onnxruntime
-        assert time.monotonic() - t0 < 1.0
+        assert engine.counters.abandoned_now == 0
+        # RunOptions.terminate stopped onnxruntime: the abandoned call ended well before a full synthesis
+        assert time.monotonic() - t0 < 0.5 * full, (time.monotonic() - t0, full)
         chunks = await _collect(engine, "Next one.", key="b")
         assert chunks and chunks[-1].final
     finally:
@@ -189,7 +194,7 @@ async def test_segment_timeout_raises_and_frees_the_slot() -> None:
         t0 = time.monotonic()
         with pytest.raises(SynthesisTimeout):
             await _collect(engine, "Too slow.")
-        assert time.monotonic() - t0 < 1.5
+        assert time.monotonic() - t0 < 2.5  # the timeout ended it, not the backend's 3 s
         assert engine.scheduler.stats().running == 0
         assert engine.counters.timeouts == 1
     finally:
@@ -269,22 +274,25 @@ async def test_async_backend_runs_on_the_loop() -> None:
     assert abs(sum(c.duration for c in chunks) - len(engine.segments("One. Two. Three.")) * 0.2) < 0.03
 
 
-async def test_event_loop_is_never_blocked(piper_backend) -> None:
-    engine = StreamingEngine(piper_backend, EngineSettings(workers=1, max_concurrency=1))
-    lags: list[float] = []
-    stop = False
+async def test_inference_never_runs_on_the_loop_thread(piper_backend) -> None:
+    """Every step of the real Piper generator (phonemize, onnxruntime) runs on a worker thread."""
+    steps: list[int] = []
 
-    async def ticker() -> None:
-        while not stop:
-            t = time.perf_counter()
-            await asyncio.sleep(0.005)
-            lags.append(time.perf_counter() - t - 0.005)
+    class Recording:
+        info = piper_backend.info
 
-    tick = asyncio.create_task(ticker())
+        def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+            for chunk in piper_backend.synthesize(text, voice, cancel=cancel):
+                steps.append(threading.get_ident())
+                yield chunk
+
+        def close(self) -> None:
+            pass
+
+    engine = StreamingEngine(Recording(), EngineSettings(workers=1, max_concurrency=1))  # type: ignore[arg-type]
     try:
-        await _collect(engine, "This sentence is synthesized in a worker thread, never on the loop. " * 2)
+        chunks = await _collect(engine, "This sentence is synthesized in a worker thread, never on the loop. " * 2)
     finally:
-        stop = True
-        await tick
         await engine.close()
-    assert max(lags) < 0.1, max(lags)  # a 2-core shared machine: generous, but far below a synthesis
+    assert chunks and steps
+    assert threading.get_ident() not in steps
