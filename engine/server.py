@@ -546,6 +546,7 @@ def create_app(
         return web.json_response({
             "status": "ok", "backend": info.name, "version": info.version, "sample_rate": info.sample_rate,
             "clones": info.clones, "voices": list(info.voices), "pcm_rate": OPENAI_RATE, "registered_voices": len(store),
+            "active_streams": active, "sessions": getattr(engine.backend, "sessions_alive", None),  # for soaks
         })
 
     async def metrics_route(request: web.Request) -> web.Response:
