@@ -139,7 +139,10 @@ class DaveGroup:
         return [u for u in self.leaves if u is not None]
 
     async def join(self, member: Participant) -> None:
+        """A client whose SESSION_DESCRIPTION said DAVE (or a human arriving): it starts a new DAVE session."""
         self.members[member.user_id] = member
+        if member.user_id in self.leaves:
+            self._restarting(member.user_id)   # a resumed connection: its old leaf goes
         await member.dave_binary(EXTERNAL_SENDER, self.server.sender.package())
 
     async def leave(self, user_id: int) -> None:
@@ -149,27 +152,35 @@ class DaveGroup:
         self.key_packages.pop(user_id, None)
         for waiting in self.awaiting.values():
             waiting.discard(user_id)
-        if self.round is not None:
-            self.round.by_recipient.pop(user_id, None)
+        self._not_committing(user_id)
         await self._revoke_adds_of(user_id)
-        if self.round is not None and not any(u in self.members for u in self.round.by_recipient):
-            self.round = None             # nobody left who could commit it
         await self._finish_transitions()
         await self._propose()
+
+    def _not_committing(self, user_id: int) -> None:
+        """`user_id` will not commit this round (it left, or its DAVE session starts over)."""
+        if self.round is not None:
+            self.round.by_recipient.pop(user_id, None)
+            if not any(u in self.members for u in self.round.by_recipient):
+                self.round = None         # nobody left who could commit it
+
+    def _restarting(self, user_id: int) -> None:
+        self.stale.add(user_id)
+        self._not_committing(user_id)
 
     async def key_package(self, user_id: int, key_package: bytes) -> None:
         if user_id not in self.members:
             return
         self.key_packages[user_id] = key_package
         if user_id in self.leaves:
-            self.stale.add(user_id)       # it re-initialised (resume, op 31, new epoch): remove its old leaf, add again
+            self._restarting(user_id)   # it re-initialised (resume, op 31): remove its old leaf, add again
         await self._propose()
 
     async def invalid_commit(self, user_id: int, transition_id: int) -> None:
         self.server.event(self.channel_id, "invalid", user_id, transition_id)
         self.awaiting.get(transition_id, set()).discard(user_id)
         if user_id in self.leaves:
-            self.stale.add(user_id)
+            self._restarting(user_id)
         await self._finish_transitions()
 
     # ---- proposals -----------------------------------------------------------------------------------
