@@ -7,10 +7,12 @@ subprocess, for measuring that process's memory alone; it stops when its stdin c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -118,6 +120,38 @@ async def join(sb, room: Room, bot=None, timeout: float = 30.0) -> None:
 
 
 # -- the bot in a subprocess -------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def bot_subprocess(sb, data_dir: Path, max_s: float = 600.0):
+    """The bot in its own process (`python bench/_harness.py child`: the production startup, create_bot),
+    connected to `sb` in this one; yields the Popen once the bot is ready and its commands are synced."""
+    from sandbox.client import env as sandbox_env
+
+    errlog = open(Path(data_dir) / "child.log", "wb")
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "_harness.py"), "child"], cwd=ROOT,
+        env=os.environ | sandbox_env(sb) | {"BENCH_DATA_DIR": str(data_dir), "BENCH_CHILD_MAX_S": str(max_s)},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 120)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"bot subprocess did not start: {child_log(data_dir)}")
+        await sb.wait_commands(timeout=30)
+        yield child
+    finally:
+        child.stdin.close()
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(timeout=10)
+        errlog.close()
+
+
+def child_log(data_dir: Path, chars: int = 3000) -> str:
+    return (Path(data_dir) / "child.log").read_text(errors="replace")[-chars:]
+
 
 
 async def _child_main() -> int:

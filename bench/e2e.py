@@ -3,7 +3,7 @@
 Each metric is a ratio against a baseline measured in the same run (the engine alone, or /say), so load from
 other work on a shared machine hits both sides alike.
 
-    .venv/bin/python bench/e2e.py [--only ttfa|join|timing|scale|memory|readout] [--runs N] [--quick]
+    .venv/bin/python bench/e2e.py [--only ttfa|join|timing|scale|memory|readout|cold] [--runs N] [--quick]
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import asyncio
 import logging
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,12 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._harness import (  # noqa: E402
-    ROOT, Finished, Room, bench_settings, join, new_room, p50, pct, rss_mb, wait_until,
+    ROOT, Finished, Room, bench_settings, bot_subprocess, child_log, join, new_room, p50, pct, rss_mb, wait_until,
 )
 from engine.base import Voice  # noqa: E402
 from engine.bench import Metric  # noqa: E402
 
-SECTIONS = ("ttfa", "join", "timing", "scale", "memory", "readout")
+SECTIONS = ("ttfa", "join", "timing", "scale", "memory", "readout", "cold")
 # One segment each (asserted), so a run is over once its first frame is heard and /skip cancels no synthesis.
 SHORT_TEXTS = (
     "Good morning everyone, the meeting starts in five minutes.",
@@ -327,27 +326,54 @@ class Bench:
         return [Metric("readout_vs_say_ttfa", ratio, "<= 1.1", ratio <= 1.1, note)]
 
 
+async def cold(trials: int, warm_runs: int) -> list[Metric]:
+    """The first /say after a real start against the ones after it: the bot in a fresh process each trial,
+    started as `make run` starts it (bot.startup.create_bot warms the engine up before it reports ready)."""
+    from sandbox import Sandbox
+
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    ratios, firsts, warms = [], [], []
+    for trial in range(trials):
+        with tempfile.TemporaryDirectory(prefix="bench-e2e-cold-") as tmp:
+            async with Sandbox() as sb, bot_subprocess(sb, Path(tmp)):
+                room = await new_room(sb, f"cold-{trial}")
+                await asyncio.sleep(0.5)  # GUILD_CREATE reaches the bot
+                await join(sb, room)
+                took = []
+                for i in range(1 + warm_runs):
+                    took.append(await heard_after_say(sb, room, SHORT_TEXTS[0]))  # one text: same synthesis work
+        firsts.append(took[0])
+        warms.append(p50(took[1:]))
+        ratios.append(took[0] / warms[-1])
+    ratio = p50(ratios)
+    note = (f"first /say after start p50 {p50(firsts) * 1000:.0f} ms vs the next {warm_runs} p50 "
+            f"{p50(warms) * 1000:.0f} ms; median of {trials} fresh bot processes; per trial "
+            + ", ".join(f"{r:.2f}" for r in ratios))
+    return [Metric("ttfa_cold_vs_warm", ratio, "<= 1.2", ratio <= 1.2, note)]
+
+
+async def heard_after_say(sb, room: Room, text: str) -> float:
+    """/say from the sandbox side only (the bot is in another process): seconds to the first RTP packet."""
+    capture = sb.capture(room.guild)
+    capture.clear()
+    it = await sb.slash(room.user, room.text, "say", text=text)
+    await capture.wait_for_audio(0.02, timeout=60)
+    took = capture.first_packet_at - it.sent_at
+    await capture.wait_until_silent(0.4, timeout=60)
+    return took
+
+
 async def memory(guilds: int) -> list[Metric]:
     """The bot in a subprocess (only its memory is measured): RSS with 1 guild joined, then with `guilds`."""
     from sandbox import Sandbox
-    from sandbox.client import env as sandbox_env
 
     # the sandbox logs a heartbeat ack it could not send to a bot that just closed: noise at shutdown
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="bench-e2e-mem-") as tmp:
         # Two shards: discord.py sends at most 110 gateway messages a minute per shard (Discord allows 120), so
         # 100 voice joins within a minute on one shard hit its limiter, which also holds back heartbeats.
-        async with Sandbox(shards=2) as sb:
-            errlog = open(Path(tmp) / "child.log", "wb")
-            child = subprocess.Popen(
-                [sys.executable, str(ROOT / "bench" / "_harness.py"), "child"], cwd=ROOT,
-                env=os.environ | sandbox_env(sb) | {"BENCH_DATA_DIR": tmp, "BENCH_CHILD_MAX_S": "600"},
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
+        async with Sandbox(shards=2) as sb, bot_subprocess(sb, Path(tmp)) as child:
             try:
-                line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 120)
-                if line.strip() != b"ready":
-                    raise RuntimeError(f"bot subprocess did not start: {(Path(tmp) / 'child.log').read_text()[-2000:]}")
-                await sb.wait_commands(timeout=30)
                 await sb.wait_ready(2, timeout=60)
                 first = await new_room(sb, "mem-0", shard=(0, 2))
                 await asyncio.sleep(0.5)  # GUILD_CREATE reaches the bot
@@ -365,16 +391,7 @@ async def memory(guilds: int) -> list[Metric]:
                 await asyncio.sleep(3.0)
                 many = rss_mb(child.pid)
             except Exception as exc:
-                tail = (Path(tmp) / "child.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"memory section failed ({exc!r}); bot subprocess log:\n{tail}") from exc
-            finally:
-                child.stdin.close()
-                try:
-                    child.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait(timeout=10)
-                errlog.close()
+                raise RuntimeError(f"memory section failed ({exc!r}); bot subprocess log:\n{child_log(Path(tmp))}") from exc
     growth = many - one
     total = growth * 99 / max(1, connected - 1)  # per guild joined, for 100
     note = (f"bot subprocess VmRSS {one:.0f} MiB with 1 guild in voice, {many:.0f} MiB with {connected} "
@@ -389,7 +406,7 @@ async def run(only: list[str], runs: int, quick: bool) -> list[Metric]:
     from demo.sandbox_bot import sandbox_settings, start_bot
 
     metrics: list[Metric] = []
-    in_process = [s for s in only if s != "memory"]
+    in_process = [s for s in only if s not in ("memory", "cold")]
     if in_process:
         with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
             async with Sandbox() as sb:
@@ -416,6 +433,11 @@ async def run(only: list[str], runs: int, quick: bool) -> list[Metric]:
                 finally:
                     await running.stop()
             restore_discord()
+    if "cold" in only:
+        got = await cold(2 if quick else 5, 3 if quick else 5)
+        for m in got:
+            print(m.line(), flush=True)
+        metrics += got
     if "memory" in only:
         got = await memory(20 if quick else 100)
         for m in got:

@@ -41,6 +41,7 @@ async def create_bot(
         await engine.close()
         raise
     db = database if database is not None else Database(settings.database_url, echo=settings.database.echo)
+    await db.connect()
     extra: dict[str, Any] = {"connector": connector()} if connector is not None else {}
     return VoiceBot(settings, database=db, engine=engine, **extra)
 

@@ -343,7 +343,14 @@ class StreamingEngine:
         self.counters.abandoned_now -= 1
 
     async def warm_up(self) -> None:
-        """Create every worker thread's backend session now, so the first request is not slower."""
+        """Create every worker's backend session now and run one short utterance through the whole path
+        (segmenting, scheduling, resampling, framing), so the first request is not slower than later ones."""
+        await self._warm_sessions()
+        if not self._async:  # a remote backend's first request would cost its server a synthesis for nothing
+            async for _chunk in self.stream("Hello there.", Voice(), key="warm-up"):
+                pass
+
+    async def _warm_sessions(self) -> None:
         warm = getattr(self.backend, "warm_up", None)
         if self._async or warm is None:
             return

@@ -212,6 +212,16 @@ class GuildSpeaker:
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"speaker-{self.guild_id}")
+            self._task.add_done_callback(self._task_ended)
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        """The speaker task must not die unseen: its failure is logged with the request it was on."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        current = self.current.request.request_id if self.current is not None else "-"
+        log.error("guild %s: the speaker stopped on request %s", self.guild_id, current,
+                  exc_info=(type(exc), exc, exc.__traceback__))
 
     def _start_ahead(self) -> None:
         """Start synthesis for the current utterance and the next `lookahead` queued ones."""
@@ -328,8 +338,15 @@ class GuildSpeaker:
         done = asyncio.Event()
         self._playing_done = done
         loop = asyncio.get_running_loop()
+        player_errors: list[BaseException] = []
+
+        def after(error: BaseException | None) -> None:  # discord.py's player thread, when playback ends
+            if error is not None:
+                player_errors.append(error)
+            loop.call_soon_threadsafe(done.set)
+
         try:
-            vc.play(gate, after=lambda _err: loop.call_soon_threadsafe(done.set), **self.encoder)
+            vc.play(gate, after=after, **self.encoder)
         except Exception as exc:
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
@@ -337,6 +354,12 @@ class GuildSpeaker:
         await done.wait()
         self._playing_done = None
         utt.e2ee_wait_s += gate.waited_s
+        if player_errors:  # an Opus or encryption failure in the player thread
+            src.close()
+            err = player_errors[0]
+            log.error("guild %s: the audio player failed on request %s", self.guild_id, utt.request.request_id,
+                      exc_info=(type(err), err, err.__traceback__))
+            return await self._fail(utt, f"Playback failed (ref {utt.request.request_id}). Please try again.")
         if src.first_read_at is not None:
             utt.ttfa = src.first_read_at - utt.request.created_at
         self.underruns += src.underruns

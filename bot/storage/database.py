@@ -6,7 +6,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
@@ -56,6 +56,11 @@ class Database:
         self.sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(
             self.engine, expire_on_commit=False
         )
+
+    async def connect(self) -> None:
+        """Open the first pooled connection now (startup), not on the first user's request."""
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
 
     async def close(self) -> None:
         await self.engine.dispose()

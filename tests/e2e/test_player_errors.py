@@ -1,0 +1,22 @@
+"""Failures in discord.py's player thread reach the log (with the request id) and the user."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_a_player_error_reaches_the_log_and_the_user(sb, demo, bot, caplog, monkeypatch):
+    from bot.speech import e2ee
+
+    def broken(self):  # an Opus/encryption failure in discord.py's player thread, injected at the source
+        raise RuntimeError("injected player failure")
+
+    monkeypatch.setattr(e2ee.E2EEGate, "read", broken)
+    it = await sb.slash(demo.alice, demo.general, "say", text="This will not play.")
+    told = await it.wait(lambda i: next((r for r in i.responses if "Playback failed" in (r.content or "")), None),
+                         timeout=30, what="the playback failure message")
+    assert told.ephemeral
+    failures = [r for r in caplog.records if "audio player failed" in r.getMessage()]
+    assert failures and failures[0].exc_info and "injected player failure" in str(failures[0].exc_info[1])
