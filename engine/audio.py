@@ -95,10 +95,6 @@ class FrameConverter:
         self._done = False
         self.samples_out = 0
 
-    @property
-    def frame_bytes(self) -> int:
-        return self.frame_samples * self.channels * 2
-
     def _resample(self, x: np.ndarray, last: bool) -> np.ndarray:
         if self._resampler is None:
             return x
@@ -169,12 +165,3 @@ class FrameConverter:
         collector, since a traceback can keep the converter alive until exit (soxr then reports a leak)."""
         self._done = True
         self._resampler = None
-
-
-def to_frames(audio: np.ndarray, src_rate: int, **kwargs: object) -> bytes:
-    """Convert one whole clip (float mono) at once; a convenience over FrameConverter."""
-    conv = FrameConverter(src_rate, **kwargs)  # type: ignore[arg-type]
-    try:
-        return conv.feed(audio) + conv.flush()
-    finally:
-        conv.close()

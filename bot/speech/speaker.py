@@ -25,6 +25,7 @@ E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready w
 
 class Outcome(enum.Enum):
     PLAYED = "played"
+    SILENT = "silent"  # synthesized to no audio at all (e.g. only a pause): nothing was said
     SKIPPED = "skipped"  # by /skip or /stop while playing
     REMOVED = "removed"  # taken out of the queue (/stop, message deleted)
     FAILED = "failed"  # synthesis or playback failed; the author was told
@@ -120,7 +121,6 @@ class GuildSpeaker:
         self._task: asyncio.Task | None = None
         self._closed = False
         self.underruns = 0
-        self.played = 0
 
     # -- public API ----------------------------------------------------------------------------
     def enqueue(self, request: Request, *, limit: int | None = None) -> Utterance:
@@ -315,7 +315,7 @@ class GuildSpeaker:
         if src.frames_written == 0:
             if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
                 return await self._fail(utt, self._error_text(utt, src.error))
-            return Outcome.PLAYED  # nothing to say (e.g. only a pause)
+            return Outcome.SILENT
         if self.preroll_s > 0 and self._engine_busy():
             utt.prerolled = True
             await src.wait_buffered(frames_of(self.preroll_s), self.preroll_wait_s)
@@ -374,7 +374,6 @@ class GuildSpeaker:
         if not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
             src.close()
             return await self._fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
-        self.played += 1
         return Outcome.PLAYED
 
 
