@@ -64,8 +64,6 @@ class SpeechSettings:
 @dataclass(frozen=True)
 class VoiceSettings:
     max_clip_bytes: int = 10_000_000
-    min_speech_s: float = 3.0
-    max_speech_s: float = 30.0
     max_per_user: int = 10
     cache_size: int = 256  # voices kept in memory (LRU)
 
@@ -165,3 +163,10 @@ def _validate(settings: Settings, file: str) -> None:
         raise ConfigError(f"{file}: 'speech.opus_bitrate': expected 16 to 512 (kbps), got {settings.speech.opus_bitrate}")
     if settings.speech.lookahead < 0:
         raise ConfigError(f"{file}: 'speech.lookahead': expected 0 or more, got {settings.speech.lookahead}")
+    from bot.speech.text import MORE  # the bot's longest utterance is speech.max_text_chars plus MORE
+
+    if settings.speech.max_text_chars + len(MORE) > settings.engine.max_text_chars:
+        raise ConfigError(
+            f"{file}: 'speech.max_text_chars' ({settings.speech.max_text_chars}) plus the {len(MORE)} characters of "
+            f"{MORE.strip(', ')!r} must fit 'engine.max_text_chars' ({settings.engine.max_text_chars})"
+        )

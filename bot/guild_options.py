@@ -1,64 +1,123 @@
-"""The guild settings an admin may change with /settings: names, kinds, bounds and parsing of values."""
+"""Every guild setting declared once (field, type, default, bounds, help); prefs, rows and /settings derive from it."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-
-from bot.errors import UserError
-from bot.storage.settings_repo import GuildPrefs
+from typing import Any
 
 _TRUE = {"on", "true", "yes", "1", "enable", "enabled"}
 _FALSE = {"off", "false", "no", "0", "disable", "disabled"}
 
 
+class OptionError(ValueError):
+    """A value a setting cannot take; the message says what it takes, in words for the user."""
+
+
 @dataclass(frozen=True)
-class Option:
-    field: str
-    kind: type
+class GuildOption:
+    field: str  # the GuildPrefs attribute and the guild_settings column
+    kind: Any  # bool, int, list[int] or int | None
+    default: Any  # a tuple stands for a list: each guild gets its own copy
     help: str
-    low: int = 0
-    high: int = 0
+    name: str = ""  # as typed in `/settings set`; empty: changed by its own command
+    low: int = 0  # ints: the least value accepted
+    ceiling: str = ""  # ints: the config key ("section.key") a guild may not exceed; this bot's own limit
+
+    def __post_init__(self) -> None:
+        if self.name and self.kind is int and not self.ceiling:
+            raise ValueError(f"guild option {self.name!r}: a number needs a ceiling in the config")
+
+    def initial(self) -> Any:
+        """The default as a fresh value (lists are never shared between guilds)."""
+        return list(self.default) if isinstance(self.default, tuple) else self.default
 
 
-OPTIONS: dict[str, Option] = {
-    "xsaid": Option("xsaid", bool, 'say "NAME said" before a new author\'s message'),
-    "autojoin": Option("autojoin", bool, "join the author's voice channel when a readout message arrives"),
-    "bots": Option("read_bots", bool, "read messages from bots and webhooks"),
-    "require_voice": Option("require_in_voice", bool, "only read authors who are in the bot's voice channel"),
-    "custom_voices": Option("custom_voices", bool, "allow members' registered voices"),
-    "spoilers": Option("read_spoilers", bool, "read spoilers aloud instead of skipping them"),
-    "max_length": Option("max_message_chars", int, "characters read of one message", 10, 2000),
-    "max_queue": Option("max_queue", int, "messages waiting before new ones are refused", 1, 100),
-}
+GUILD_OPTIONS: tuple[GuildOption, ...] = (
+    GuildOption("readout_channel_ids", list[int], (), "channels read aloud (/readout channel)"),
+    GuildOption("required_role_id", int | None, None, "only members with this role are read (/settings role)"),
+    GuildOption("xsaid", bool, True, 'say "NAME said" before a new author\'s message', name="xsaid"),
+    GuildOption("autojoin", bool, False, "join the author's voice channel when a readout message arrives",
+                name="autojoin"),
+    GuildOption("read_bots", bool, False, "read messages from bots and webhooks", name="bots"),
+    GuildOption("require_in_voice", bool, True, "only read authors who are in the bot's voice channel",
+                name="require_voice"),
+    GuildOption("custom_voices", bool, True, "allow members' registered voices", name="custom_voices"),
+    GuildOption("read_spoilers", bool, False, "read spoilers aloud instead of skipping them", name="spoilers"),
+    GuildOption("max_message_chars", int, 300, "characters read of one message", name="max_length", low=10,
+                ceiling="speech.max_text_chars"),
+    GuildOption("max_queue", int, 20, "messages waiting before new ones are refused", name="max_queue", low=1,
+                ceiling="speech.queue_max"),
+)
+BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
+OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers
 
 
-def parse(name: str, raw: str) -> tuple[str, object]:
-    """(field, value) for `/settings set name raw`, or a UserError saying what is expected."""
+def prefs_fields() -> list[tuple[str, Any, dataclasses.Field]]:
+    """The GuildPrefs fields after guild_id, with their defaults, for dataclasses.make_dataclass."""
+    return [
+        (o.field, o.kind, dataclasses.field(default_factory=o.initial) if isinstance(o.default, tuple)
+         else dataclasses.field(default=o.default))
+        for o in GUILD_OPTIONS
+    ]
+
+
+def column_default(field: str) -> Any:
+    """The guild_settings column default: the value, or a callable making a fresh list."""
+    option = BY_FIELD[field]
+    return option.initial if isinstance(option.default, tuple) else option.default
+
+
+def ceiling(option: GuildOption, config: Any) -> int:
+    """The most this bot allows for `option`: its ceiling key read from the bot's settings."""
+    value = config
+    for part in option.ceiling.split("."):
+        value = getattr(value, part)
+    return int(value)
+
+
+def effective(prefs: Any, config: Any) -> Any:
+    """`prefs` with each number lowered to this bot's ceiling (a stored value may predate a lower config)."""
+    changes = {o.field: ceiling(o, config) for o in GUILD_OPTIONS
+               if o.ceiling and getattr(prefs, o.field) > ceiling(o, config)}
+    return dataclasses.replace(prefs, **changes) if changes else prefs
+
+
+def _shown(value: Any) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def parse(name: str, raw: str, config: Any) -> tuple[str, object, str]:
+    """(field, value, answer) for `/settings set name raw`; a number above this bot's ceiling is lowered
+    to it and the answer says so. OptionError says what is expected."""
     option = OPTIONS.get(name)
     if option is None:
-        raise UserError(f"Unknown setting {name!r}. Settings: {', '.join(OPTIONS)}.")
+        raise OptionError(f"Unknown setting {name[:40]!r}. Settings: {', '.join(OPTIONS)}.")
     text = raw.strip().lower()
     if option.kind is bool:
-        if text in _TRUE:
-            return option.field, True
-        if text in _FALSE:
-            return option.field, False
-        raise UserError(f"{name} takes on or off, not {raw[:40]!r}.")
+        if text in _TRUE | _FALSE:
+            value = text in _TRUE
+            return option.field, value, f"{name} is now {_shown(value)}."
+        raise OptionError(f"{name} takes on or off, not {raw[:40]!r}.")
+    high = ceiling(option, config)
     try:
         value = int(text)
     except ValueError:
-        raise UserError(f"{name} takes a whole number from {option.low} to {option.high}.") from None
-    if not option.low <= value <= option.high:
-        raise UserError(f"{name} must be from {option.low} to {option.high}.")
-    return option.field, value
+        raise OptionError(f"{name} takes a whole number from {option.low} to {high}.") from None
+    if value < option.low:
+        raise OptionError(f"{name} must be from {option.low} to {high}.")
+    if value > high:
+        return option.field, high, f"{name} is now {high}, the most this bot allows (you asked for {value})."
+    return option.field, value, f"{name} is now {value}."
 
 
-def describe(prefs: GuildPrefs) -> list[str]:
-    """One line per setting, as /settings show prints them."""
+def describe(prefs: Any, config: Any) -> list[str]:
+    """One line per setting, as /settings show prints them; a stored number above the ceiling shows both."""
+    now = effective(prefs, config)
     lines = []
     for name, option in OPTIONS.items():
-        value = getattr(prefs, option.field)
-        shown = ("on" if value else "off") if option.kind is bool else str(value)
+        value, stored = getattr(now, option.field), getattr(prefs, option.field)
+        shown = _shown(value) if value == stored else f"{value} (set to {stored}; the most this bot allows is {value})"
         lines.append(f"**{name}**: {shown} — {option.help}")
     channels = ", ".join(f"<#{c}>" for c in prefs.readout_channel_ids) or "none"
     role = f"<@&{prefs.required_role_id}>" if prefs.required_role_id else "none"

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import discord
 
+from bot import guild_options
 from bot.config import ReadoutSettings, SpeechSettings
 from bot.errors import UserError
 from bot.speech.discord_text import speakable_content
 from bot.speech.speaker import QueueFull, Request
-from bot.speech.text import TextOptions, attachment_kind, attachment_phrase
+from bot.speech.text import TextOptions, attachment_kind, attachment_phrase, truncate
 
 log = logging.getLogger(__name__)
 TOLD_WINDOW_S = 30.0  # a flooding user is told once in this window
@@ -91,7 +92,7 @@ class ReadoutService:
             return await self._handle(message, guild, content)
 
     async def _handle(self, message: discord.Message, guild: discord.Guild, content: str) -> Decision:
-        gp = await self.bot.settings.guild(guild.id)
+        gp = guild_options.effective(await self.bot.settings.guild(guild.id), self.bot.config)
         if message.channel.id not in gp.readout_channel_ids:
             return Decision(False, Skip.NOT_READOUT)
         if (message.author.bot or message.webhook_id is not None) and not gp.read_bots:
@@ -116,7 +117,7 @@ class ReadoutService:
         bot_channel = speech.voice_channel(guild.id)
         if gp.require_in_voice and (author_channel is None or bot_channel is None or author_channel.id != bot_channel.id):
             return Decision(False, Skip.NOT_IN_VOICE)
-        text = await self._compose(message, content, member, gp)
+        text = truncate(await self._compose(message, content, member, gp), self.speech_settings.max_text_chars)
         if not text:
             return Decision(False, Skip.EMPTY)
         if not self.bucket.allow((guild.id, message.author.id)):

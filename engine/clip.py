@@ -15,6 +15,7 @@ from .base import EngineError
 
 CLIP_RATE = 16_000
 MAX_FLAC_S = 30.0
+MIN_SPEECH_S, MAX_SPEECH_S = 3.0, 30.0  # speech a reference must hold; the one declaration of these bounds
 ALLOWED_FORMATS = {"WAV", "WAVEX", "RF64", "FLAC", "OGG", "MP3"}
 _FRAME_S = 0.02  # analysis frame for speech activity
 _BLOCK_S = 2.0  # decode block
@@ -43,8 +44,8 @@ def load_clip(
     data: bytes,
     *,
     max_bytes: int,
-    min_speech_s: float = 3.0,
-    max_speech_s: float = 30.0,
+    min_speech_s: float = MIN_SPEECH_S,
+    max_speech_s: float = MAX_SPEECH_S,
     max_duration_s: float | None = None,
 ) -> Clip:
     """Decode, check and trim a reference clip, or raise ClipRejected saying why."""

@@ -66,7 +66,7 @@ class EngineSettings:
     max_abandoned: int = 2  # timed-out/skipped inference threads that may still be finishing (see streaming.py)
     first_segment_chars: int = 60  # the first segment is cut at a clause near this length
     max_segment_chars: int = 240
-    max_text_chars: int = 2000
+    max_text_chars: int = 2000  # longer text is refused; the bot checks its speech.max_text_chars fits (bot/config.py)
     loudness_target_dbfs: float = -20.0  # RMS target for normalization
     fade_ms: float = 5.0  # fade at utterance edges only
     piper: PiperSettings = field(default_factory=PiperSettings)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 
+from bot.config import SpeechSettings
 from bot.speech.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
 from engine.segment import MAX_COMBINING_RUN as MAX_MARKS
 
@@ -24,7 +25,7 @@ class TextOptions:
     emoji: str = "name"  # "name" | "skip": unicode and custom emoji
     links: str = "a link"  # "a link" | "domain"
     read_spoilers: bool = False  # False: ||spoilers|| say nothing
-    max_chars: int = 500  # longer output is cut at a word and ends with MORE
+    max_chars: int = SpeechSettings.max_text_chars  # longer output is cut at a word and ends with MORE
     max_repeat: int = 3  # a character said at most this many times in a row
 
     def __post_init__(self) -> None:

@@ -19,6 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from bot.guild_options import column_default as _default
+
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -111,13 +113,13 @@ class GuildSettingsRow(Base):
     __tablename__ = "guild_settings"
 
     guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    readout_channel_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
-    xsaid: Mapped[bool] = mapped_column(Boolean, default=True)
-    autojoin: Mapped[bool] = mapped_column(Boolean, default=False)
-    read_bots: Mapped[bool] = mapped_column(Boolean, default=False)
-    require_in_voice: Mapped[bool] = mapped_column(Boolean, default=True)
-    required_role_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    max_message_chars: Mapped[int] = mapped_column(Integer, default=300)
-    max_queue: Mapped[int] = mapped_column(Integer, default=20)
-    custom_voices: Mapped[bool] = mapped_column(Boolean, default=True)
-    read_spoilers: Mapped[bool] = mapped_column(Boolean, default=False)
+    readout_channel_ids: Mapped[list[int]] = mapped_column(JSON, default=_default("readout_channel_ids"))
+    xsaid: Mapped[bool] = mapped_column(Boolean, default=_default("xsaid"))
+    autojoin: Mapped[bool] = mapped_column(Boolean, default=_default("autojoin"))
+    read_bots: Mapped[bool] = mapped_column(Boolean, default=_default("read_bots"))
+    require_in_voice: Mapped[bool] = mapped_column(Boolean, default=_default("require_in_voice"))
+    required_role_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, default=_default("required_role_id"))
+    max_message_chars: Mapped[int] = mapped_column(Integer, default=_default("max_message_chars"))
+    max_queue: Mapped[int] = mapped_column(Integer, default=_default("max_queue"))
+    custom_voices: Mapped[bool] = mapped_column(Boolean, default=_default("custom_voices"))
+    read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_default("read_spoilers"))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 
+from bot import guild_options
 from bot.storage.database import Database
 from bot.storage.models import GuildSettingsRow, MemberSettingsRow, UserSettingsRow
+
+NICKNAME_MAX_CHARS = 32  # a member's nickname for "NAME said"; the column holds 64
 
 
 @dataclass(frozen=True)
@@ -21,19 +24,9 @@ class UserPrefs:
     opted_out: bool = False
 
 
-@dataclass(frozen=True)
-class GuildPrefs:
-    guild_id: int
-    readout_channel_ids: list[int] = field(default_factory=list)
-    xsaid: bool = True
-    autojoin: bool = False
-    read_bots: bool = False
-    require_in_voice: bool = True
-    required_role_id: int | None = None
-    max_message_chars: int = 300
-    max_queue: int = 20
-    custom_voices: bool = True
-    read_spoilers: bool = False
+GuildPrefs = dataclasses.make_dataclass("GuildPrefs", [("guild_id", int), *guild_options.prefs_fields()], frozen=True)
+GuildPrefs.__module__ = __name__
+GuildPrefs.__doc__ = "A guild's settings: guild_id, then one field per bot.guild_options.GUILD_OPTIONS entry."
 
 
 def _snapshot(cls: type, row: Any) -> Any:

@@ -8,6 +8,7 @@ from discord.ext import commands
 
 from bot import checks, guild_options
 from bot.errors import UserError, reply
+from bot.storage.settings_repo import NICKNAME_MAX_CHARS
 
 
 class SettingsCog(commands.Cog):
@@ -19,7 +20,7 @@ class SettingsCog(commands.Cog):
     @group.command(name="show", description="Show this server's settings")
     async def show(self, interaction: discord.Interaction) -> None:
         prefs = await self.bot.settings.guild(interaction.guild_id)
-        await reply(interaction, "\n".join(guild_options.describe(prefs)),
+        await reply(interaction, "\n".join(guild_options.describe(prefs, self.bot.config)),
                     allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="set", description="Change a setting (Manage Server)")
@@ -29,10 +30,12 @@ class SettingsCog(commands.Cog):
     ])
     @app_commands.check(checks.manage_guild)
     async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
-        field, parsed = guild_options.parse(setting, value)
+        try:
+            field, parsed, answer = guild_options.parse(setting, value, self.bot.config)
+        except guild_options.OptionError as exc:
+            raise UserError(str(exc)) from None
         await self.bot.settings.update_guild(interaction.guild_id, **{field: parsed})
-        shown = ("on" if parsed else "off") if isinstance(parsed, bool) else parsed
-        await reply(interaction, f"{setting} is now {shown}.")
+        await reply(interaction, answer)
 
     @group.command(name="role", description="Only read members with this role; leave empty for everyone")
     @app_commands.check(checks.manage_guild)
@@ -52,12 +55,12 @@ class SettingsCog(commands.Cog):
         await reply(interaction, "Your messages will be read aloud again.")
 
     @app_commands.command(name="nickname", description='Set the name read in "NAME said" (empty: your display name)')
-    @app_commands.describe(name="up to 32 characters")
+    @app_commands.describe(name=f"up to {NICKNAME_MAX_CHARS} characters")
     @app_commands.guild_only()
     async def nickname(self, interaction: discord.Interaction, name: str | None = None) -> None:
         clean = " ".join((name or "").split())
-        if len(clean) > 32:
-            raise UserError("A nickname can have at most 32 characters.")
+        if len(clean) > NICKNAME_MAX_CHARS:
+            raise UserError(f"A nickname can have at most {NICKNAME_MAX_CHARS} characters.")
         await self.bot.settings.set_nickname(interaction.guild_id, interaction.user.id, clean or None)
         await reply(interaction, f"I'll call you {discord.utils.escape_markdown(clean)}." if clean
                     else "I'll use your display name.", allowed_mentions=discord.AllowedMentions.none())

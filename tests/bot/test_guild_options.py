@@ -1,0 +1,146 @@
+"""Guild settings declared once: prefs, rows, the migrated schema, /settings parsing and config all agree."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect
+
+from bot import guild_options
+from bot.config import DEFAULT_CONFIG, ConfigError, load_settings
+from bot.guild_options import GUILD_OPTIONS, OPTIONS, OptionError
+from bot.storage import settings_repo
+from bot.storage.database import Database, upgrade
+from bot.storage.models import Base, GuildSettingsRow
+from bot.storage.settings_repo import GuildPrefs
+
+FIELDS = [o.field for o in GUILD_OPTIONS]
+
+
+@pytest.fixture
+def config():
+    return load_settings(DEFAULT_CONFIG, environ={})
+
+
+def _with(config, **speech):
+    return dataclasses.replace(config, speech=dataclasses.replace(config.speech, **speech))
+
+
+def test_prefs_and_row_take_fields_and_defaults_from_the_declaration():
+    fields = dataclasses.fields(GuildPrefs)
+    assert [f.name for f in fields] == ["guild_id", *FIELDS]
+    prefs = GuildPrefs(1)
+    columns = GuildSettingsRow.__table__.columns
+    assert sorted(c.name for c in columns) == sorted(["guild_id", *FIELDS])
+    for option in GUILD_OPTIONS:
+        assert getattr(prefs, option.field) == option.initial(), option.field
+        default = columns[option.field].default
+        value = default.arg(None) if default is not None and default.is_callable else getattr(default, "arg", None)
+        assert value == option.initial(), option.field
+    assert GuildPrefs(1).readout_channel_ids is not GuildPrefs(2).readout_channel_ids
+
+
+async def test_migrated_schema_matches_the_declaration_and_a_bare_row_gets_its_defaults(db_url):
+    await upgrade(db_url)
+    db = Database(db_url)
+    try:
+        async with db.engine.connect() as conn:
+            names = await conn.run_sync(lambda c: [col["name"] for col in inspect(c).get_columns("guild_settings")])
+            drift = await conn.run_sync(lambda c: compare_metadata(MigrationContext.configure(c), Base.metadata))
+        assert sorted(names) == sorted(["guild_id", *FIELDS])
+        assert drift == [], drift  # the model (defaults derived) needs no new migration
+        async with db.sessions() as session, session.begin():
+            session.add(GuildSettingsRow(guild_id=9))  # only the key: every column from its declared default
+        prefs = await settings_repo.get_guild_prefs(db, 9)
+        assert prefs == GuildPrefs(9)
+        changed = await settings_repo.update_guild_prefs(db, 10, max_queue=3)
+        assert dataclasses.replace(changed, max_queue=GuildPrefs(10).max_queue) == GuildPrefs(10)
+    finally:
+        await db.close()
+
+
+def test_settings_set_offers_each_settable_option_once():
+    assert list(OPTIONS) == ["xsaid", "autojoin", "bots", "require_voice", "custom_voices", "spoilers",
+                             "max_length", "max_queue"]
+    assert all(o.ceiling for o in OPTIONS.values() if o.kind is int)
+    with pytest.raises(ValueError, match="ceiling"):
+        guild_options.GuildOption("x", int, 1, "help", name="x")
+
+
+def test_a_number_above_the_bots_limit_is_lowered_to_it_and_the_answer_says_so(config):
+    assert config.speech.queue_max == 20
+    assert guild_options.parse("max_queue", "100", config) == (
+        "max_queue", 20, "max_queue is now 20, the most this bot allows (you asked for 100).")
+    assert guild_options.parse("max_queue", " 7 ", config) == ("max_queue", 7, "max_queue is now 7.")
+    assert guild_options.parse("max_queue", "20", config) == ("max_queue", 20, "max_queue is now 20.")
+    field, value, answer = guild_options.parse("max_length", "5000", _with(config, max_text_chars=400))
+    assert (field, value) == ("max_message_chars", 400) and "the most this bot allows" in answer
+
+
+@pytest.mark.parametrize("name, raw, expected", [
+    ("max_queue", "0", "max_queue must be from 1 to 20."),
+    ("max_queue", "-3", "max_queue must be from 1 to 20."),
+    ("max_queue", "ten", "max_queue takes a whole number from 1 to 20."),
+    ("max_queue", "1e3", "max_queue takes a whole number from 1 to 20."),
+    ("max_length", "9", "max_length must be from 10 to 500."),
+    ("xsaid", "maybe", "xsaid takes on or off, not 'maybe'."),
+    ("nosuch", "1", "Unknown setting 'nosuch'."),
+])
+def test_values_a_setting_cannot_take_are_refused_with_its_range(config, name, raw, expected):
+    with pytest.raises(OptionError) as info:
+        guild_options.parse(name, raw, config)
+    assert str(info.value).startswith(expected)
+
+
+def test_absurd_numbers_are_clamped_or_refused_never_stored(config):
+    assert guild_options.parse("max_queue", "9" * 30, config)[1] == 20
+    with pytest.raises(OptionError, match="whole number"):
+        guild_options.parse("max_queue", "9" * 5000, config)  # past Python's digit limit for int()
+
+
+def test_a_stored_value_above_a_lowered_config_is_used_and_shown_at_the_bots_limit(config):
+    stored = dataclasses.replace(GuildPrefs(1), max_queue=50, max_message_chars=300)
+    lowered = _with(config, queue_max=5)
+    now = guild_options.effective(stored, lowered)
+    assert (now.max_queue, now.max_message_chars) == (5, 300)
+    assert guild_options.effective(stored, _with(config, queue_max=80)) is stored
+    lines = guild_options.describe(stored, lowered)
+    assert "**max_queue**: 5 (set to 50; the most this bot allows is 5)" in "\n".join(lines)
+    assert "**max_length**: 300 — characters read of one message" in lines
+
+
+def test_config_file_says_which_guild_setting_each_ceiling_bounds():
+    lines = DEFAULT_CONFIG.read_text().splitlines()
+    for option in OPTIONS.values():
+        if not option.ceiling:
+            continue
+        section, key = option.ceiling.split(".")
+        start = lines.index(f"[{section}]")
+        at = next(i for i in range(start, len(lines)) if lines[i].startswith(f"{key} = "))
+        comments = []
+        for line in reversed(lines[:at]):
+            if not line.startswith("#"):
+                break
+            comments.append(line)
+        assert f"/settings set {option.name}`" in " ".join(comments), option.ceiling
+
+
+def test_text_limits_that_apply_together_are_checked_together(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("[speech]\nmax_text_chars = 1995\n")
+    with pytest.raises(ConfigError, match=r"'speech.max_text_chars' \(1995\).*'engine.max_text_chars' \(2000\)"):
+        load_settings(path, environ={})
+    path.write_text("[speech]\nmax_text_chars = 1990\n")
+    assert load_settings(path, environ={}).speech.max_text_chars == 1990
+
+
+def test_clip_speech_bounds_are_not_bot_settings(tmp_path):
+    """voices.min_speech_s/max_speech_s were read by nothing; engine/clip.py declares the bounds."""
+    path = tmp_path / "config.toml"
+    path.write_text("[voices]\nmin_speech_s = 1.0\n")
+    with pytest.raises(ConfigError, match=re.escape("unknown key 'voices.min_speech_s'")):
+        load_settings(path, environ={})
