@@ -98,6 +98,15 @@ def flat_goals(who: str, start: Sample, warm: Sample, end: Sample, tracebacks: i
     return goals
 
 
+async def rss_series(pid: int, until: float, every: float = 10.0) -> list[int]:
+    """RSS of `pid` every `every` seconds until `until` (printed with the samples: is growth levelling off?)."""
+    out: list[int] = []
+    while time.monotonic() < until:
+        out.append(round(sample(pid).rss_mb))
+        await asyncio.sleep(every)
+    return out
+
+
 class LogTail:
     """Collects a subprocess's stderr lines as they come (the log is checked for tracebacks)."""
 
@@ -229,7 +238,9 @@ async def soak_server(warmup_s: float, run_s: float, clients: int, seed: int, tm
             await asyncio.sleep(5)  # stalls and hang-ups of the warm-up settle
             warm = sample(proc.pid, (await traffic.status(s))["sessions"])
             until = time.monotonic() + run_s
-            await asyncio.gather(*(_client(actions, tally, until, random.Random(seed + 100 + i)) for i in range(clients)))
+            series, *_ = await asyncio.gather(
+                rss_series(proc.pid, until), *(_client(actions, tally, until, random.Random(seed + 100 + i)) for i in range(clients)))
+            print(f"server: RSS every 10 s after warm-up (MB): {series}")
             await asyncio.sleep(5)
             status = await traffic.status(s)
             end = sample(proc.pid, status["sessions"])
@@ -256,6 +267,10 @@ async def run(args: argparse.Namespace) -> list[Goal]:
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         if "server" in args.only:
             goals += await soak_server(args.warmup, args.duration, args.clients, args.seed, Path(tmp))
+        if "bot" in args.only:
+            from bench.soak_bot import soak_bot
+
+            goals += await soak_bot(args.warmup, args.duration, args.seed, Path(tmp))
     return goals
 
 
@@ -265,11 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=None, help="seconds of traffic after the warm-up")
     p.add_argument("--warmup", type=float, default=None, help="seconds of warm-up traffic before the baseline")
     p.add_argument("--clients", type=int, default=4, help="concurrent clients of the engine server")
-    p.add_argument("--only", nargs="+", default=["server"], choices=["server"])
+    p.add_argument("--only", nargs="+", default=["server", "bot"], choices=["server", "bot"])
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     total = 120.0 if args.quick else 1800.0
-    args.warmup = args.warmup if args.warmup is not None else total * (0.25 if args.quick else 0.1)
+    # warm-up: the bot's RSS climbs for ~30 s of traffic (models, allocator pools, caches), then stays flat
+    args.warmup = args.warmup if args.warmup is not None else total * (0.5 if args.quick else 0.1)
     args.duration = args.duration if args.duration is not None else total - args.warmup
     if len(args.only) == 2:  # both share the time
         args.warmup, args.duration = args.warmup / 2, args.duration / 2

@@ -1,0 +1,140 @@
+"""The bot half of bench/soak.py: /say, /skip right after the first audio, /stop and deleted messages via the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from bench._harness import join, new_room
+from bench.soak import SENTENCES, Goal, Tally, flat_goals, rss_series, sample
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG = " ".join(SENTENCES)  # under /say's 500 characters
+
+
+@contextlib.asynccontextmanager
+async def bot_child(sb, tmp: Path) -> AsyncIterator[tuple[subprocess.Popen, Path]]:
+    """The bot in a subprocess (bench/_harness.py child) against the sandbox; yields it and its log file."""
+    from sandbox.client import env as sandbox_env
+
+    log_path = tmp / "bot.log"
+    with open(log_path, "wb") as errlog:
+        child = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "_harness.py"), "child"], cwd=ROOT,
+            env=os.environ | sandbox_env(sb) | {"BENCH_DATA_DIR": str(tmp), "BENCH_CHILD_MAX_S": "3600"},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
+        try:
+            line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 180)  # type: ignore[union-attr]
+            if line.strip() != b"ready":
+                raise RuntimeError(f"the bot did not start: {log_path.read_text(errors='replace')[-2000:]}")
+            yield child, log_path
+        finally:
+            child.stdin.close()  # type: ignore[union-attr]
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=10)
+
+
+class BotTraffic:
+    """One guild's users: each action is a command (or message) that must be answered."""
+
+    def __init__(self, sb, room, tally: Tally, rng: random.Random) -> None:
+        self.sb, self.room, self.tally, self.rng = sb, room, tally, rng
+
+    async def _command(self, kind: str, name: str, **options: object) -> str:
+        try:
+            it = await self.sb.slash(self.room.user, self.room.text, name, **options)
+            answer = await it.wait_text(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - an unanswered command is what the soak counts
+            self.tally.record(kind, False, f"{type(exc).__name__}: {exc}")
+            return ""
+        self.tally.record(kind, bool(answer), "empty answer")
+        return answer
+
+    async def _first_audio(self, heard_before: int, timeout: float = 30.0) -> bool:
+        capture = self.sb.voice.capture(self.room.guild.id)
+        deadline = time.monotonic() + timeout
+        while len(capture.packets) <= heard_before and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return len(capture.packets) > heard_before
+
+    async def say_and_skip(self) -> None:
+        capture = self.sb.voice.capture(self.room.guild.id)
+        capture.clear()
+        answer = await self._command("say", "say", text=LONG)
+        if not await self._first_audio(0):
+            self.tally.record("first audio", False, f"nothing heard within 30 s after /say answered {answer!r}")
+            return
+        await asyncio.sleep(self.rng.uniform(0.0, 0.2))  # /skip within 200 ms of the first audio
+        await self._command("skip", "skip")
+
+    async def say_and_stop(self) -> None:
+        await self._command("say", "say", text=" ".join(self.rng.sample(SENTENCES, 2)))
+        await asyncio.sleep(self.rng.uniform(0.1, 1.0))
+        await self._command("stop", "stop")
+
+    async def say(self) -> None:
+        await self._command("say", "say", text=self.rng.choice(SENTENCES))
+        await asyncio.sleep(2.0)
+
+    async def deleted_message(self) -> None:
+        msg = await self.sb.post(self.room.user, self.room.text, self.rng.choice(SENTENCES))
+        await asyncio.sleep(self.rng.uniform(0.0, 0.3))
+        self.sb.delete_message(msg)
+        self.tally.record("deleted message", True)
+
+    async def round(self) -> None:
+        action = self.rng.choices([self.say_and_skip, self.say_and_stop, self.say, self.deleted_message],
+                                  [4, 2, 2, 2])[0]
+        await action()
+        self.sb.voice.capture(self.room.guild.id).clear()  # the sandbox keeps every packet otherwise
+
+
+async def _traffic(rooms: list[BotTraffic], until: float) -> None:
+    async def one(t: BotTraffic) -> None:
+        while time.monotonic() < until:
+            await t.round()
+            await asyncio.sleep(t.rng.uniform(0.1, 0.5))
+
+    await asyncio.gather(*(one(t) for t in rooms))
+
+
+async def soak_bot(warmup_s: float, run_s: float, seed: int, tmp: Path, guilds: int = 2) -> list[Goal]:
+    from sandbox import Sandbox
+
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # the sandbox's noise when the bot closes
+    async with Sandbox() as sb, bot_child(sb, tmp) as (child, log_path):
+        await sb.wait_commands(timeout=30)
+        await sb.wait_ready(timeout=60)
+        rooms = [await new_room(sb, f"soak-{i}") for i in range(guilds)]
+        await asyncio.sleep(0.5)  # GUILD_CREATE reaches the bot
+        for room in rooms:
+            await join(sb, room)
+            owner = getattr(room.guild, "owner", None) or sb.owner
+            it = await sb.slash(owner, room.text, "readout channel", channel=room.text)
+            await it.wait_text(timeout=30)
+        warm_tally, tally = Tally(), Tally()
+        start = sample(child.pid)
+        await _traffic([BotTraffic(sb, r, warm_tally, random.Random(seed + i)) for i, r in enumerate(rooms)],
+                       time.monotonic() + warmup_s)
+        await asyncio.sleep(5)
+        warm = sample(child.pid)
+        until = time.monotonic() + run_s
+        series, _ = await asyncio.gather(
+            rss_series(child.pid, until),
+            _traffic([BotTraffic(sb, r, tally, random.Random(seed + 100 + i)) for i, r in enumerate(rooms)], until))
+        print(f"bot: RSS every 10 s after warm-up (MB): {series}")
+        await asyncio.sleep(5)
+        end = sample(child.pid)
+        tracebacks = sum(line.startswith("Traceback") for line in log_path.read_text(errors="replace").splitlines())
+        return flat_goals("bot", start, warm, end, tracebacks, tally)
