@@ -6,6 +6,7 @@ import discord
 from discord import app_commands
 
 from bot.errors import UserError
+from bot.speech.say import author_channel as speaker_channel
 
 
 def manage_guild(interaction: discord.Interaction) -> bool:
@@ -19,8 +20,7 @@ def manage_guild(interaction: discord.Interaction) -> bool:
 
 def author_channel(interaction: discord.Interaction):
     """The voice channel the invoking member is in, or None."""
-    voice = getattr(interaction.user, "voice", None)
-    return voice.channel if voice is not None else None
+    return speaker_channel(interaction.user)
 
 
 def _in(interaction: discord.Interaction, bot_channel) -> bool:
@@ -37,9 +37,3 @@ def may_control(interaction: discord.Interaction, bot_channel) -> bool:
 def has_listeners(channel) -> bool:
     """Whether people (not bots) are in the bot's voice channel: moving the bot away would cut them off."""
     return any(not m.bot for m in getattr(channel, "members", []))
-
-
-def in_bot_channel(interaction: discord.Interaction, bot_channel, required: bool) -> None:
-    """With the guild's require_voice on, only members in the bot's voice channel make it speak there."""
-    if required and bot_channel is not None and not _in(interaction, bot_channel):
-        raise UserError(f"Join {bot_channel.mention} to speak there.")

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 import discord
 
 from bot import guild_options
-from bot.config import ReadoutSettings, SpeechSettings
-from bot.errors import UserError
+from bot.config import ReadoutSettings
 from bot.speech.discord_text import speakable_content
-from bot.speech.speaker import QueueFull, Request
-from bot.speech.text import TextOptions, attachment_kind, attachment_phrase, truncate
+from bot.speech.say import Join, Reason, Refusal, SayOrder
+from bot.speech.text import TextOptions, attachment_kind, attachment_phrase
 
 log = logging.getLogger(__name__)
 TOLD_WINDOW_S = 30.0  # a flooding user is told once in this window
@@ -35,6 +34,18 @@ class Skip(enum.Enum):
     RATE_LIMITED = "author is sending too fast"
     QUEUE_FULL = "the queue is full"
     FAILED = "could not be queued"
+
+
+# a refused order -> (why it was skipped, the reason its author is told under; None: not told)
+_SKIPS: dict[Reason, tuple[Skip, str | None]] = {
+    Reason.NOT_CONNECTED: (Skip.NOT_CONNECTED, None),
+    Reason.JOIN_FAILED: (Skip.FAILED, "join"),
+    Reason.NOT_IN_VOICE: (Skip.NOT_IN_VOICE, None),
+    Reason.EMPTY: (Skip.EMPTY, None),
+    Reason.TOO_LONG: (Skip.EMPTY, None),  # not raised for readout: long messages are cut
+    Reason.NOT_ADMITTED: (Skip.RATE_LIMITED, "rate"),
+    Reason.QUEUE_FULL: (Skip.QUEUE_FULL, "full"),
+}
 
 
 @dataclass
@@ -70,11 +81,22 @@ class TokenBucket:
         return True
 
 
+RATE_LIMITED = "you're sending messages faster than I can read them; some were skipped."
+
+
+def compose(name: str, body: str, attachment_kinds: list[str], xsaid: bool) -> str:
+    """The spoken message: "NAME said, BODY. NAME sent an image" (xsaid: the author changed recently)."""
+    sent = f"{name} sent {attachment_phrase(attachment_kinds)}" if attachment_kinds else ""
+    if not body:
+        return sent
+    said = f"{name} said, {body}" if xsaid else body
+    return f"{said}. {sent}" if sent else said
+
+
 class ReadoutService:
-    def __init__(self, bot, settings: ReadoutSettings, speech_settings: SpeechSettings, command_prefix: str) -> None:
+    def __init__(self, bot, settings: ReadoutSettings, command_prefix: str) -> None:
         self.bot = bot
         self.settings = settings
-        self.speech_settings = speech_settings
         self.prefixes = tuple(p for p in [*settings.skip_prefixes, command_prefix] if p)
         self.bucket = TokenBucket(settings.user_burst, settings.user_cooldown_s)
         self._last_author: dict[int, tuple[int, float]] = {}  # guild -> (author, time)
@@ -104,55 +126,31 @@ class ReadoutService:
         member = message.author if isinstance(message.author, discord.Member) else guild.get_member(message.author.id)
         if gp.required_role_id and (member is None or not any(r.id == gp.required_role_id for r in member.roles)):
             return Decision(False, Skip.ROLE)
-        author_channel = member.voice.channel if member is not None and member.voice else None
-        speech = self.bot.speech
-        if not speech.is_connected(guild.id):
-            if not (gp.autojoin and author_channel is not None):
-                return Decision(False, Skip.NOT_CONNECTED)
-            try:
-                await speech.join(author_channel)
-            except UserError as exc:
-                told = await self._tell(message, "join", str(exc))
-                return Decision(False, Skip.FAILED, told=told)
-        bot_channel = speech.voice_channel(guild.id)
-        if gp.require_in_voice and (author_channel is None or bot_channel is None or author_channel.id != bot_channel.id):
-            return Decision(False, Skip.NOT_IN_VOICE)
-        text = truncate(await self._compose(message, content, member, gp), self.speech_settings.max_text_chars)
-        if not text:
-            return Decision(False, Skip.EMPTY)
-        if not self.bucket.allow((guild.id, message.author.id)):
-            told = await self._tell(message, "rate", "you're sending messages faster than I can read them; "
-                                                     "some were skipped.")
-            return Decision(False, Skip.RATE_LIMITED, told=told)
-        voice = await self.bot.voices.resolve(message.author.id, guild.id) if self.bot.voices else None
-        request = Request(
-            text=text, author_id=message.author.id, channel_id=message.channel.id, message_id=message.id,
-            kind="readout", label=text[:80], notify=lambda m, msg=message: self._notify_failure(msg, m),
-            **({"voice": voice} if voice is not None else {}),
+        name = await self._spoken_name(message, member)
+        kinds = [attachment_kind(a.filename, a.content_type) for a in message.attachments]
+        xsaid = gp.xsaid and not self._same_author_recently(guild.id, message.author.id)
+        order = SayOrder(
+            guild=guild, author=member or message.author, text=content, kind="readout",
+            channel_id=message.channel.id, message_id=message.id, join=Join.AUTOJOIN, cut_long=True,
+            names={u.id: u.display_name for u in message.mentions},
+            frame=lambda body: compose(name, body, kinds, xsaid),
+            admit=lambda: self.bucket.allow((guild.id, message.author.id)),
+            notify=lambda m, msg=message: self._notify_failure(msg, m),
         )
         try:
-            speech.enqueue(guild.id, request, limit=gp.max_queue)
-        except QueueFull as exc:
-            told = await self._tell(message, "full", str(exc))
-            return Decision(False, Skip.QUEUE_FULL, told=told)
+            utt = await self.bot.speech.say(order)
+        except Refusal as exc:
+            return await self._refused(message, exc)
         self._last_author[guild.id] = (message.author.id, time.monotonic())
-        return Decision(True, text=text)
+        return Decision(True, text=utt.request.text)
 
-    async def _compose(self, message: discord.Message, content: str, member, gp) -> str:
-        s = self.speech_settings
-        options = TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers,
-                              max_chars=gp.max_message_chars)
-        names = {u.id: u.display_name for u in message.mentions}
-        body = speakable_content(content, message.guild, options, names)
-        kinds = [attachment_kind(a.filename, a.content_type) for a in message.attachments]
-        name = await self._spoken_name(message, member)
-        sent = f"{name} sent {attachment_phrase(kinds)}" if kinds else ""
-        if not body:
-            return sent
-        said = body
-        if gp.xsaid and not self._same_author_recently(message.guild.id, message.author.id):
-            said = f"{name} said, {body}"
-        return f"{said}. {sent}" if sent else said
+    async def _refused(self, message: discord.Message, exc: Refusal) -> Decision:
+        """Skip the message; tell its author when it is their business (join failed, too fast, queue full)."""
+        skip, tell = _SKIPS[exc.reason]
+        if tell is None:
+            return Decision(False, skip)
+        text = RATE_LIMITED if exc.reason is Reason.NOT_ADMITTED else str(exc)
+        return Decision(False, skip, told=await self._tell(message, tell, text))
 
     async def _spoken_name(self, message: discord.Message, member) -> str:
         nick = await self.bot.settings.nickname(message.guild.id, message.author.id)

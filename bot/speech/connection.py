@@ -130,6 +130,14 @@ class VoiceConnection:
             log.warning("guild %s: reconnect failed: %s", self.guild_id, exc)
             return None
 
+    def followed_move(self, channel_id: int) -> None:
+        """Discord (or an admin) moved the bot: the wanted channel is where it now is."""
+        self.channel_id = channel_id
+
+    def dropped(self) -> None:
+        """The bot was disconnected for good (kicked, channel deleted): want no channel until asked again."""
+        self.channel_id = None
+
     async def leave(self) -> bool:
         async with self._lock:
             self.channel_id = None

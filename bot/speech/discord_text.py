@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import discord
@@ -12,6 +13,8 @@ _USER = re.compile(r"<@!?(\d{1,20})>")
 _ROLE = re.compile(r"<@&(\d{1,20})>")
 _CHANNEL = re.compile(r"<#(\d{1,20})>")
 MAX_LOOKUPS = 50  # a mention flood is not looked up beyond this
+MAX_FETCHES = 5  # members not in the cache (no members intent) fetched from Discord for one text
+FETCH_TIMEOUT_S = 2.0
 
 
 def _ids(pattern: re.Pattern[str], content: str) -> list[int]:
@@ -49,3 +52,19 @@ def mentions_in(content: str, guild: discord.Guild | None, extra_users: dict[int
 def speakable_content(content: str, guild: discord.Guild | None, options: TextOptions,
                       extra_users: dict[int, str] | None = None) -> str:
     return speakable(content, mentions_in(content, guild, extra_users), options)
+
+
+async def fetch_mentioned_members(content: str, guild: discord.Guild) -> dict[int, str]:
+    """Display names of mentioned members missing from the cache (the bot runs without the members
+    intent): a few are asked of Discord, bounded in count and time; the rest are read generically."""
+    missing = [uid for uid in _ids(_USER, content) if guild.get_member(uid) is None][:MAX_FETCHES]
+
+    async def one(uid: int) -> tuple[int, str] | None:
+        try:
+            member = await asyncio.wait_for(guild.fetch_member(uid), FETCH_TIMEOUT_S)
+        except (discord.HTTPException, asyncio.TimeoutError):
+            return None
+        return uid, member.display_name
+
+    found = await asyncio.gather(*(one(uid) for uid in missing))
+    return dict(pair for pair in found if pair is not None)

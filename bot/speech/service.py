@@ -5,12 +5,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import discord
 
-from bot.config import SpeechSettings
+from bot import guild_options
+from bot.config import Settings
+from bot.errors import UserError
+from bot.prefs import SettingsService
 from bot.speech.connection import VoiceConnection
-from bot.speech.speaker import GuildSpeaker, Outcome, Request, Utterance, frames_of
+from bot.speech.discord_text import fetch_mentioned_members, speakable_content
+from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
+from bot.speech.speaker import GuildSpeaker, Outcome, QueueFull, Request, Utterance, frames_of
+from bot.speech.text import TextOptions, truncate
+from engine.base import Engine, Voice
+
+if TYPE_CHECKING:
+    from bot.voices import VoiceService
 
 log = logging.getLogger(__name__)
 ALONE_GRACE_S = 2.0
@@ -20,10 +31,14 @@ DISCONNECT_GRACE_S = 1.0  # how long a real voice disconnect may take to remove 
 class SpeechService:
     """What plugins call to speak: join, leave, enqueue, skip, stop, queue."""
 
-    def __init__(self, client: discord.Client, engine, settings: SpeechSettings) -> None:
+    def __init__(self, client: discord.Client, engine: Engine, settings: Settings, *, prefs: SettingsService,
+                 voices: VoiceService | None) -> None:
         self.client = client
         self.engine = engine
-        self.settings = settings
+        self.config = settings
+        self.settings = settings.speech
+        self.prefs = prefs
+        self.voices = voices
         self.speakers: dict[int, GuildSpeaker] = {}
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self._alone_checks: dict[int, asyncio.TimerHandle] = {}
@@ -47,11 +62,11 @@ class SpeechService:
 
     def _report(self, guild_id: int, utt: Utterance, outcome: Outcome) -> None:
         r = utt.request
-        info = getattr(self.engine, "info", None)
+        info = self.engine.info
         log.info(
             "utterance request=%s guild=%s kind=%s backend=%s outcome=%s ttfa=%s audio_s=%.2f synth_s=%.2f "
             "chars=%d underruns=%d prerolled=%d",
-            r.request_id, guild_id, r.kind, info.name if info else "?", outcome.value,
+            r.request_id, guild_id, r.kind, info.name, outcome.value,
             f"{utt.ttfa:.3f}" if utt.ttfa is not None else "-", utt.audio_seconds, utt.synth_seconds,
             len(r.text), utt.source.underruns if utt.source is not None else 0, utt.prerolled,
         )
@@ -80,6 +95,68 @@ class SpeechService:
             return False
         sp.stop()
         return await sp.connection.leave()
+
+    async def say(self, order: SayOrder) -> Utterance:
+        """Queue what the order asks for, or raise a Refusal saying why not (bot/speech/say.py).
+
+        Order of checks: what is spoken (cleaned; empty or over the limit is refused), the voice, then where
+        (joining when the order allows: nothing is joined for an order refused anyway) and who may
+        (require_voice), the caller's admission, the queue bound."""
+        guild = order.guild
+        gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
+        if order.names is None:
+            order.names = await fetch_mentioned_members(order.text, guild)
+        text = self._spoken(order, gp)
+        voice = await self._voice(order)
+        await self._place(order, gp)
+        if order.admit is not None and not order.admit():
+            raise Refusal(Reason.NOT_ADMITTED, "Not now.")
+        request = Request(
+            text=text, voice=voice, author_id=order.author.id, channel_id=order.channel_id,
+            message_id=order.message_id, kind=order.kind, notify=order.notify, label=order.label or text[:80],
+        )
+        try:
+            return self.enqueue(guild.id, request, limit=gp.max_queue)
+        except QueueFull as exc:
+            raise Refusal(Reason.QUEUE_FULL, str(exc)) from None
+
+    def _spoken(self, order: SayOrder, gp) -> str:
+        s = self.settings
+        # the binding limit: a readout message is cut at the guild's max_length (never above the bot's
+        # own speech.max_text_chars, see guild_options.effective); asked-for speech at the bot's limit
+        limit = gp.max_message_chars if order.kind == "readout" else s.max_text_chars
+        if not order.cut_long and len(order.text) > limit:
+            raise too_long(len(order.text), limit)
+        options = TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers, max_chars=limit)
+        body = speakable_content(order.text, order.guild, options, order.names)
+        text = truncate(order.frame(body) if order.frame is not None else body, s.max_text_chars)
+        if not text:
+            raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
+        return text
+
+    async def _place(self, order: SayOrder, gp) -> None:
+        """Be in a voice channel the order may use, joining the author's when allowed."""
+        guild_id = order.guild.id
+        if not self.is_connected(guild_id):
+            target = author_channel(order.author)
+            if order.join is Join.NEVER:
+                raise Refusal(Reason.NOT_CONNECTED, "I'm not in a voice channel here; use /join first.")
+            if order.join is Join.AUTOJOIN and not gp.autojoin:
+                raise Refusal(Reason.NOT_CONNECTED, "I'm not in a voice channel here; use /join first.")
+            if target is None:
+                raise Refusal(Reason.NOT_CONNECTED, "Join a voice channel first (or use /join), then try again.")
+            try:
+                await self.join(target)
+            except UserError as exc:
+                raise Refusal(Reason.JOIN_FAILED, str(exc)) from None
+        check_in_channel(order.author, self.voice_channel(guild_id), gp.require_in_voice)
+
+    async def _voice(self, order: SayOrder) -> Voice:
+        if self.voices is None:
+            if order.voice_name:
+                raise UserError("Custom voices are not available on this bot.")
+            return Voice()
+        return await self.voices.resolve(order.author.id, order.guild.id, order.voice_name)
 
     def enqueue(self, guild_id: int, request: Request, *, limit: int | None = None) -> Utterance:
         return self.speaker(guild_id).enqueue(request, limit=limit)
@@ -129,13 +206,13 @@ class SpeechService:
             if after.channel is None and sp.connection.channel_id is not None and before.channel is not None:
                 if await self._voice_client_removed(sp):
                     log.info("guild %s: disconnected from voice by Discord or an admin; queue cleared", guild_id)
-                    sp.connection.channel_id = None
+                    sp.connection.dropped()
                     sp.stop()
                 else:
                     log.info("guild %s: voice connection dropped; discord.py is reconnecting", guild_id)
             elif after.channel is not None and sp.connection.channel_id not in (None, after.channel.id):
                 log.info("guild %s: moved to channel %s; following", guild_id, after.channel.id)
-                sp.connection.channel_id = after.channel.id
+                sp.connection.followed_move(after.channel.id)
         if self.settings.leave_when_alone:
             self._schedule_alone_check(guild_id)
 

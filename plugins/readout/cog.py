@@ -20,7 +20,7 @@ class ReadoutCog(commands.Cog):
     def __init__(self, bot) -> None:
         self.bot = bot
         c = bot.config
-        self.service = ReadoutService(bot, c.readout, c.speech, c.discord.command_prefix)
+        self.service = ReadoutService(bot, c.readout, c.discord.command_prefix)
         bot.readout = self.service
 
     def cog_unload(self) -> None:

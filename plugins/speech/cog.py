@@ -8,11 +8,8 @@ from discord.ext import commands
 
 from bot import checks
 from bot.errors import UserError, reply
-from bot.speech.discord_text import speakable_content
 from bot.speech.e2ee import wait_privacy_code
-from bot.speech.speaker import Request
-from bot.speech.text import TextOptions
-from engine.base import Voice
+from bot.speech.say import SayOrder
 
 Channel = discord.VoiceChannel | discord.StageChannel
 
@@ -24,20 +21,6 @@ class SpeechCog(commands.Cog):
     @property
     def speech(self):
         return self.bot.speech
-
-    async def _text_options(self, guild_id: int) -> TextOptions:
-        s = self.bot.config.speech
-        gp = await self.bot.settings.guild(guild_id)
-        return TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers,
-                           max_chars=s.max_text_chars)
-
-    async def _voice_for(self, interaction: discord.Interaction, name: str | None) -> Voice:
-        voices = getattr(self.bot, "voices", None)
-        if voices is None:
-            if name:
-                raise UserError("Custom voices are not available on this bot.")
-            return Voice()
-        return await voices.resolve(interaction.user.id, interaction.guild_id, name)
 
     @app_commands.command(name="join", description="Join your voice channel (or the one you name)")
     @app_commands.describe(channel="a voice channel; default: the one you are in")
@@ -74,32 +57,16 @@ class SpeechCog(commands.Cog):
     @app_commands.describe(text="what to say", voice="one of your voices, or one shared with you")
     @app_commands.guild_only()
     async def say(self, interaction: discord.Interaction, text: str, voice: str | None = None) -> None:
-        limit = self.bot.config.speech.max_text_chars
-        if len(text) > limit:
-            raise UserError(f"That text is too long ({len(text)} characters; the limit is {limit}).")
-        guild_id = interaction.guild_id
-        spoken = speakable_content(text, interaction.guild, await self._text_options(guild_id))
-        if not spoken:
-            raise UserError("There is nothing I can say in that text.")
-        resolved = await self._voice_for(interaction, voice)
-        gp = await self.bot.settings.guild(guild_id)
-        if self.speech.is_connected(guild_id):
-            checks.in_bot_channel(interaction, self.speech.voice_channel(guild_id), gp.require_in_voice)
-        else:
-            target = checks.author_channel(interaction)
-            if target is None:
-                raise UserError("Join a voice channel first (or use /join), then try again.")
-            await interaction.response.defer(ephemeral=True, thinking=True)
-            await self.speech.join(target)
+        await interaction.response.defer(ephemeral=True, thinking=True)  # joining and lookups may take a while
 
         async def notify(message: str) -> None:
             await reply(interaction, message)
 
-        utt = self.speech.enqueue(guild_id, Request(
-            text=spoken, voice=resolved, author_id=interaction.user.id, channel_id=interaction.channel_id,
-            kind="say", notify=notify, label=spoken[:80],
-        ), limit=gp.max_queue)
-        position = self.speech.speaker(guild_id).position(utt)
+        utt = await self.speech.say(SayOrder(
+            guild=interaction.guild, author=interaction.user, text=text, kind="say", voice_name=voice,
+            channel_id=interaction.channel_id, notify=notify,
+        ))
+        position = self.speech.speaker(interaction.guild_id).position(utt)
         await reply(interaction, "Speaking." if position <= 1 else f"Queued: {position - 1} ahead of you.")
 
     @app_commands.command(name="skip", description="Skip what is being said now")

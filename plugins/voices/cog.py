@@ -6,9 +6,9 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import checks
 from bot.errors import UserError, reply
-from bot.speech.speaker import Request
+from bot.user_options import BY_FIELD as USER_OPTIONS
+from bot.speech.say import Join, SayOrder
 from plugins.voices.confirm import ask
 
 CONSENT = (
@@ -82,7 +82,7 @@ class VoicesCog(commands.Cog):
         await reply(interaction, "Back to the default voice, speed and pitch.")
 
     @group.command(name="settings", description="Your speaking speed and pitch")
-    @app_commands.describe(speed="0.5 (slow) to 2.0 (fast)", pitch="-12 to 12 semitones")
+    @app_commands.describe(speed=USER_OPTIONS["speed"].range, pitch=USER_OPTIONS["pitch"].range)
     async def settings(self, interaction: discord.Interaction, speed: float | None = None,
                        pitch: float | None = None) -> None:
         s, p = await self.voices.set_speed_pitch(interaction.user.id, speed, pitch)
@@ -91,20 +91,15 @@ class VoicesCog(commands.Cog):
     @group.command(name="preview", description="Hear a voice in the voice channel")
     @app_commands.guild_only()
     async def preview(self, interaction: discord.Interaction, name: str, text: str = PREVIEW) -> None:
-        if len(text) > 300:
-            raise UserError("Keep preview text under 300 characters.")
-        voice = await self.voices.resolve(interaction.user.id, interaction.guild_id, name)
-        if not self.bot.speech.is_connected(interaction.guild_id):
-            raise UserError("I'm not in a voice channel here; use /join first.")
-        gp = await self.bot.settings.guild(interaction.guild_id)
-        checks.in_bot_channel(interaction, self.bot.speech.voice_channel(interaction.guild_id), gp.require_in_voice)
+        await interaction.response.defer(ephemeral=True, thinking=True)
 
         async def notify(message: str) -> None:
             await reply(interaction, message)
 
-        self.bot.speech.enqueue(interaction.guild_id, Request(
-            text=text, voice=voice, author_id=interaction.user.id, kind="preview", notify=notify,
-            label=f"preview of {name}"))
+        await self.bot.speech.say(SayOrder(
+            guild=interaction.guild, author=interaction.user, text=text, kind="preview", voice_name=name,
+            channel_id=interaction.channel_id, join=Join.NEVER, notify=notify, label=f"preview of {name}",
+        ))
         await reply(interaction, f"Previewing {name!r} in the voice channel.")
 
     @group.command(name="rename", description="Rename one of your voices")
