@@ -13,10 +13,12 @@ from discord import app_commands
 
 from bot.config import VoiceSettings
 from bot.errors import UserError
+from bot.guild_options import OptionError
 from bot.prefs import SettingsService
 from bot.storage import voices_repo as repo
 from bot.storage.database import Database
 from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
+from bot.user_options import BY_FIELD as USER_OPTIONS, VOICE_DEFAULTS
 from engine.base import Engine, EngineError, Voice, VoiceProfile
 
 if TYPE_CHECKING:
@@ -187,18 +189,13 @@ class VoiceService:
         return info
 
     async def reset(self, user_id: int) -> None:
-        await self.prefs.update_user(user_id, active_voice_id=None, speed=1.0, pitch=0.0)
+        await self.prefs.update_user(user_id, **VOICE_DEFAULTS)
 
     async def set_speed_pitch(self, user_id: int, speed: float | None, pitch: float | None) -> tuple[float, float]:
-        changes = {}
-        if speed is not None:
-            if not 0.5 <= speed <= 2.0:
-                raise UserError("Speed goes from 0.5 (slow) to 2.0 (fast).")
-            changes["speed"] = float(speed)
-        if pitch is not None:
-            if not -12 <= pitch <= 12:
-                raise UserError("Pitch goes from -12 to 12 semitones.")
-            changes["pitch"] = float(pitch)
+        try:
+            changes = {f: USER_OPTIONS[f].check(v) for f, v in (("speed", speed), ("pitch", pitch)) if v is not None}
+        except OptionError as exc:
+            raise UserError(str(exc)) from None
         prefs = await self.prefs.update_user(user_id, **changes) if changes else await self.prefs.user(user_id)
         return prefs.speed, prefs.pitch
 

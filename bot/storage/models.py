@@ -19,7 +19,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from bot.guild_options import column_default as _default
+from bot.guild_options import column_default as _guild_default
+from bot.user_options import BY_FIELD as USER_OPTIONS
+
+
+def _user_default(field: str) -> object:
+    return USER_OPTIONS[field].default
 
 
 def utcnow() -> datetime:
@@ -90,11 +95,12 @@ class UserSettingsRow(Base):
 
     user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     active_voice_id: Mapped[str | None] = mapped_column(
-        String(32), ForeignKey("voices.id", ondelete="SET NULL"), nullable=True
+        String(32), ForeignKey("voices.id", ondelete="SET NULL"), nullable=True,
+        default=_user_default("active_voice_id"),
     )
-    speed: Mapped[float] = mapped_column(Float, default=1.0)
-    pitch: Mapped[float] = mapped_column(Float, default=0.0)
-    opted_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    speed: Mapped[float] = mapped_column(Float, default=_user_default("speed"))
+    pitch: Mapped[float] = mapped_column(Float, default=_user_default("pitch"))
+    opted_out: Mapped[bool] = mapped_column(Boolean, default=_user_default("opted_out"))
 
 
 class MemberSettingsRow(Base):
@@ -113,13 +119,15 @@ class GuildSettingsRow(Base):
     __tablename__ = "guild_settings"
 
     guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    readout_channel_ids: Mapped[list[int]] = mapped_column(JSON, default=_default("readout_channel_ids"))
-    xsaid: Mapped[bool] = mapped_column(Boolean, default=_default("xsaid"))
-    autojoin: Mapped[bool] = mapped_column(Boolean, default=_default("autojoin"))
-    read_bots: Mapped[bool] = mapped_column(Boolean, default=_default("read_bots"))
-    require_in_voice: Mapped[bool] = mapped_column(Boolean, default=_default("require_in_voice"))
-    required_role_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, default=_default("required_role_id"))
-    max_message_chars: Mapped[int] = mapped_column(Integer, default=_default("max_message_chars"))
-    max_queue: Mapped[int] = mapped_column(Integer, default=_default("max_queue"))
-    custom_voices: Mapped[bool] = mapped_column(Boolean, default=_default("custom_voices"))
-    read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_default("read_spoilers"))
+    readout_channel_ids: Mapped[list[int]] = mapped_column(JSON, default=_guild_default("readout_channel_ids"))
+    xsaid: Mapped[bool] = mapped_column(Boolean, default=_guild_default("xsaid"))
+    autojoin: Mapped[bool] = mapped_column(Boolean, default=_guild_default("autojoin"))
+    read_bots: Mapped[bool] = mapped_column(Boolean, default=_guild_default("read_bots"))
+    require_in_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("require_in_voice"))
+    required_role_id: Mapped[int | None] = mapped_column(
+        BigInteger, nullable=True, default=_guild_default("required_role_id")
+    )
+    max_message_chars: Mapped[int] = mapped_column(Integer, default=_guild_default("max_message_chars"))
+    max_queue: Mapped[int] = mapped_column(Integer, default=_guild_default("max_queue"))
+    custom_voices: Mapped[bool] = mapped_column(Boolean, default=_guild_default("custom_voices"))
+    read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_guild_default("read_spoilers"))

@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 
-from bot import guild_options
+from bot import guild_options, user_options
 from bot.storage.database import Database
 from bot.storage.models import GuildSettingsRow, MemberSettingsRow, UserSettingsRow
 
 NICKNAME_MAX_CHARS = 32  # a member's nickname for "NAME said"; the column holds 64
 
 
-@dataclass(frozen=True)
-class UserPrefs:
-    user_id: int
-    active_voice_id: str | None = None
-    speed: float = 1.0
-    pitch: float = 0.0
-    opted_out: bool = False
+def _prefs_class(name: str, key: str, fields: list[tuple], doc: str) -> type:
+    cls = dataclasses.make_dataclass(name, [(key, int), *fields], frozen=True)
+    cls.__module__, cls.__doc__ = __name__, doc
+    return cls
 
 
-GuildPrefs = dataclasses.make_dataclass("GuildPrefs", [("guild_id", int), *guild_options.prefs_fields()], frozen=True)
-GuildPrefs.__module__ = __name__
-GuildPrefs.__doc__ = "A guild's settings: guild_id, then one field per bot.guild_options.GUILD_OPTIONS entry."
+UserPrefs = _prefs_class("UserPrefs", "user_id", [(o.field, o.kind, o.default) for o in user_options.USER_OPTIONS],
+                         "A user's settings, in every guild: one field per bot.user_options.USER_OPTIONS entry.")
+GuildPrefs = _prefs_class("GuildPrefs", "guild_id", guild_options.prefs_fields(),
+                          "A guild's settings: one field per bot.guild_options.GUILD_OPTIONS entry.")
 
 
 def _snapshot(cls: type, row: Any) -> Any:

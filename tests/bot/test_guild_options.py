@@ -1,4 +1,4 @@
-"""Guild settings declared once: prefs, rows, the migrated schema, /settings parsing and config all agree."""
+"""Settings declared once: prefs, rows, the migrated schema, /settings parsing and config all agree."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from bot.config import DEFAULT_CONFIG, ConfigError, load_settings
 from bot.guild_options import GUILD_OPTIONS, OPTIONS, OptionError
 from bot.storage import settings_repo
 from bot.storage.database import Database, upgrade
-from bot.storage.models import Base, GuildSettingsRow
-from bot.storage.settings_repo import GuildPrefs
+from bot.storage.models import Base, GuildSettingsRow, UserSettingsRow
+from bot.storage.settings_repo import GuildPrefs, UserPrefs
+from bot.user_options import BY_FIELD as USER_BY_FIELD, USER_OPTIONS
 
 FIELDS = [o.field for o in GUILD_OPTIONS]
 
@@ -54,13 +55,30 @@ async def test_migrated_schema_matches_the_declaration_and_a_bare_row_gets_its_d
         assert sorted(names) == sorted(["guild_id", *FIELDS])
         assert drift == [], drift  # the model (defaults derived) needs no new migration
         async with db.sessions() as session, session.begin():
-            session.add(GuildSettingsRow(guild_id=9))  # only the key: every column from its declared default
-        prefs = await settings_repo.get_guild_prefs(db, 9)
-        assert prefs == GuildPrefs(9)
+            session.add(GuildSettingsRow(guild_id=9))  # only the keys: every column from its declared default
+            session.add(UserSettingsRow(user_id=9))
+        assert await settings_repo.get_guild_prefs(db, 9) == GuildPrefs(9)
+        assert await settings_repo.get_user_prefs(db, 9) == UserPrefs(9)
         changed = await settings_repo.update_guild_prefs(db, 10, max_queue=3)
         assert dataclasses.replace(changed, max_queue=GuildPrefs(10).max_queue) == GuildPrefs(10)
     finally:
         await db.close()
+
+
+def test_user_prefs_and_row_take_fields_defaults_and_bounds_from_the_declaration():
+    assert [f.name for f in dataclasses.fields(UserPrefs)] == ["user_id", *(o.field for o in USER_OPTIONS)]
+    columns = UserSettingsRow.__table__.columns
+    for option in USER_OPTIONS:
+        assert getattr(UserPrefs(1), option.field) == option.default
+        assert getattr(columns[option.field].default, "arg", None) == option.default, option.field
+    speed, pitch = USER_BY_FIELD["speed"], USER_BY_FIELD["pitch"]
+    assert speed.check(2) == 2.0 and pitch.check(-12) == -12.0
+    for option, bad, said in [(speed, 2.01, "Speed goes from 0.5 (slow) to 2.0 (fast)."),
+                              (speed, float("nan"), "Speed goes from 0.5 (slow) to 2.0 (fast)."),
+                              (pitch, 12.5, "Pitch goes from -12 to 12 semitones.")]:
+        with pytest.raises(OptionError) as info:
+            option.check(bad)
+        assert str(info.value) == said
 
 
 def test_settings_set_offers_each_settable_option_once():

@@ -55,3 +55,12 @@ async def test_readout_reads_no_more_than_the_bots_text_limit(sb, demo, bot):
     (text,) = heard.texts()
     assert text.startswith("alice said, word0 word1 ") and text.endswith(MORE), text
     assert len(text) <= TEXT_LIMIT + len(MORE), text
+
+
+async def test_voice_speed_and_pitch_bounds_and_reset_come_from_the_user_declaration(sb, demo, bot):
+    assert await answer(sb, demo, "voice settings", speed=3.0) == "Speed goes from 0.5 (slow) to 2.0 (fast)."
+    assert await answer(sb, demo, "voice settings", pitch=-12.5) == "Pitch goes from -12 to 12 semitones."
+    assert await answer(sb, demo, "voice settings", speed=1.5, pitch=-2.0) == "Speed 1.5, pitch -2 semitones."
+    assert await answer(sb, demo, "voice reset") == "Back to the default voice, speed and pitch."
+    prefs = await bot.settings.user(sb.owner.id)
+    assert (prefs.speed, prefs.pitch, prefs.active_voice_id) == (1.0, 0.0, None)
