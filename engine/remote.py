@@ -11,9 +11,15 @@ Timeouts: `connect_timeout_s` to connect, `read_timeout_s` between two reads of 
 `retries` times, only when the request never reached the server (connection refused, connect
 timeout, a pooled connection closed before any byte of the answer), never once audio has arrived.
 
-Voices: `voice.profile` with backend "remote" carries the server's voice id as its feature blob
-(`extract_features` uploads the clip to `POST /v1/voices` and returns that id); a profile of any
-other backend cannot be spoken by the server and falls back to "default" (logged once).
+Voices: `voice.profile` with backend "remote" carries a feature blob that is all a fleet needs
+(engine/remote_voice.py): the server's voice id and the clip (FLAC) and transcript that were uploaded.
+`extract_features` uploads the clip to `POST /v1/voices`. Ids are content addresses, so any server of a
+fleet gives the same id for the same upload: a server that lacks the voice (another one behind the load
+balancer, or one that evicted it) answers 404 `voice_not_found`, and the backend uploads the clip there
+and asks for the segment again, before any audio (the first word comes a registration later; behind a
+load balancer the upload and the retry may meet different servers, so up to MAX_UPLOADS times). A blob of
+the old kind (the id alone) is spoken where it is known. A profile of any other backend cannot be spoken
+by the server and falls back to "default" (logged once).
 Otherwise `voice.name` is sent as is ("default", an OpenAI name, a server voice). `speed` is sent;
 `pitch` is sent as an extension field that only this project's server honours.
 """
@@ -36,6 +42,7 @@ import numpy as np
 import soxr
 
 from engine.base import DISCORD_RATE, BackendInfo, EngineError, SynthesisTimeout, TextRejected, Voice
+from engine.remote_voice import RemoteVoice
 from engine.settings import RemoteSettings
 
 log = logging.getLogger(__name__)
@@ -43,6 +50,9 @@ log = logging.getLogger(__name__)
 OPENAI_PCM_RATE = 24_000
 MIN_YIELD_BYTES = 2 * DISCORD_RATE // 50  # 20 ms at 48 kHz: smaller reads wait for more
 _ERROR_BODY_LIMIT = 65_536
+# A server lacking a voice gets its clip, then the segment is asked again; behind a load balancer the
+# upload and the retry may reach different servers, so this happens at most this many times per segment.
+MAX_UPLOADS = 3
 _RETRYABLE = (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError)
 _ConnectTimeout: type[BaseException] = getattr(aiohttp, "ConnectionTimeoutError", aiohttp.ServerTimeoutError)
 
@@ -57,6 +67,7 @@ class RemoteBackend:
         self.info = BackendInfo(name="remote", version=f"remote {self.url}", sample_rate=sample_rate, clones=True)
         self._session: aiohttp.ClientSession | None = None
         self._warned_profile = False
+        self._uploads: dict[str, asyncio.Future[str]] = {}  # voice id -> its upload in flight (one per voice)
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -92,22 +103,34 @@ class RemoteBackend:
                 raise self._unreachable(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _refusal(self, resp: aiohttp.ClientResponse) -> EngineError:
-        """An EngineError for a non-200 answer, with the server's message when it sent one."""
-        message = ""
+    async def _error_of(self, resp: aiohttp.ClientResponse) -> tuple[str, str]:
+        """The (code, message) of a non-200 answer, as far as the server sent them."""
+        code = message = ""
         try:
             raw = await resp.content.read(_ERROR_BODY_LIMIT)
             err = json.loads(raw).get("error", {})
             message = str(err.get("message", "") if isinstance(err, dict) else err)[:300]
+            code = str(err.get("code") or "") if isinstance(err, dict) else ""
         except (ValueError, AttributeError, aiohttp.ClientError, asyncio.TimeoutError):
             pass
+        return code, message
+
+    async def _refusal(self, resp: aiohttp.ClientResponse, message: str | None = None) -> EngineError:
+        """An EngineError for a non-200 answer, with the server's message when it sent one."""
+        if message is None:
+            message = (await self._error_of(resp))[1]
         return refusal_error(self.url, resp.status, message, self.settings.api_key_env)
+
+    def _registered(self, voice: Voice) -> RemoteVoice | None:
+        prof = voice.profile
+        return RemoteVoice.from_blob(prof.features) if prof is not None and prof.backend == "remote" else None
 
     def voice_field(self, voice: Voice) -> str:
         prof = voice.profile
         if prof is not None:
-            if prof.backend == "remote" and prof.features:
-                return prof.features.decode("ascii", "replace")
+            registered = self._registered(voice)
+            if registered is not None:
+                return registered.voice_id
             if not self._warned_profile:
                 self._warned_profile = True
                 log.warning("voice %s has no features for the remote backend (it was registered for %s); "
@@ -127,6 +150,18 @@ class RemoteBackend:
         resp = await self._post("/v1/audio/speech", body)
         complete = False
         try:
+            registered = self._registered(voice)
+            for _ in range(MAX_UPLOADS if registered is not None and registered.flac else 0):
+                if resp.status != 404:
+                    break
+                code, message = await self._error_of(resp)
+                if code != "voice_not_found":
+                    raise await self._refusal(resp, message)
+                resp.release()  # this server lacks the voice: give it the clip, then ask again
+                assert registered is not None
+                log.info("voice server %s lacks voice %s: uploading its clip", self.url, registered.voice_id)
+                body["voice"] = await self._upload_once(registered)
+                resp = await self._post("/v1/audio/speech", body)
             if resp.status != 200:
                 raise await self._refusal(resp)
             rate = _header_rate(resp)
@@ -189,19 +224,47 @@ class RemoteBackend:
 
     # -- registration ---------------------------------------------------------------------------
 
+    async def _upload_once(self, voice: RemoteVoice) -> str:
+        """Upload a voice's clip to the server (one upload per voice at a time; others wait for it) -> its id."""
+        pending = self._uploads.get(voice.voice_id)
+        if pending is None:
+            pending = asyncio.ensure_future(self._upload(voice))
+            self._uploads[voice.voice_id] = pending
+            pending.add_done_callback(lambda _: self._uploads.pop(voice.voice_id, None))
+        return await asyncio.shield(pending)
+
+    async def _upload(self, voice: RemoteVoice) -> str:
+        form = aiohttp.FormData()
+        form.add_field("name", "registered")
+        form.add_field("transcript", voice.transcript)
+        form.add_field("file", voice.flac, filename="clip.flac", content_type="audio/flac")
+        try:
+            async with self._session_now().post(self.url + "/v1/voices", data=form) as resp:
+                if resp.status != 200:
+                    raise await self._refusal(resp)
+                answer = await resp.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            raise self._unreachable(exc) from exc
+        vid = self._voice_id(answer)
+        if vid != voice.voice_id:  # another server version trims or hashes differently: speak it all the same
+            log.warning("voice server %s gave voice %s the id %s", self.url, voice.voice_id, vid)
+        return vid
+
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None) -> bytes | None:
-        """Upload the clip to the server's `POST /v1/voices`; the feature blob is the server's voice id.
+        """Upload the clip to the server's `POST /v1/voices`; the feature blob is the server's voice id with
+        the uploaded FLAC and transcript, so any other server can be given the voice again.
 
         Blocking (urllib): engine.registration calls it from a worker thread."""
         import soundfile as sf
 
-        wav = io.BytesIO()
-        sf.write(wav, np.clip(np.asarray(clip, dtype=np.float32).reshape(-1), -1.0, 1.0), sample_rate,
-                 format="WAV", subtype="PCM_16")
+        flac = io.BytesIO()
+        sf.write(flac, np.clip(np.asarray(clip, dtype=np.float32).reshape(-1), -1.0, 1.0), sample_rate,
+                 format="FLAC", subtype="PCM_16")
+        transcript = transcript or ""
         boundary = uuid.uuid4().hex
-        body = _multipart(boundary, [("name", b"registered", None), ("transcript", (transcript or "").encode(), None),
-                                     ("file", wav.getvalue(), "clip.wav")])
+        body = _multipart(boundary, [("name", b"registered", None), ("transcript", transcript.encode(), None),
+                                     ("file", flac.getvalue(), "clip.flac")])
         req = urllib.request.Request(self.url + "/v1/voices", data=body, method="POST", headers={
             **self._headers(), "Content-Type": f"multipart/form-data; boundary={boundary}"})
         timeout = self.settings.connect_timeout_s + self.settings.read_timeout_s
@@ -216,10 +279,14 @@ class RemoteBackend:
             raise refusal_error(self.url, exc.code, message, self.settings.api_key_env) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise self._unreachable(exc) from exc
+        return RemoteVoice(self._voice_id(answer), flac.getvalue(), transcript).to_blob()
+
+    def _voice_id(self, answer: object) -> str:
+        """The id in a `POST /v1/voices` answer."""
         vid = answer.get("id") if isinstance(answer, dict) else None
         if not isinstance(vid, str) or not vid:
             raise EngineError(f"The voice server at {self.url} did not return a voice id.")
-        return vid.encode("ascii")
+        return vid
 
 
 def refusal_error(url: str, status: int, message: str, key_env: str) -> EngineError:

@@ -18,7 +18,9 @@
     multi-speaker model each name is one of its speakers.
 - `POST /v1/voices` multipart `file` (WAV/FLAC/Ogg/MP3, at most max_upload_bytes), `name`,
   `transcript` -> `{"id", "name", ...}`, registered by engine.registration.register_clip off the
-  loop and kept in a VoiceStore folder; `GET /v1/voices` lists them.
+  loop and kept in a VoiceStore folder (an LRU); `GET /v1/voices` lists them. The id is the content's
+  (clip + transcript, per tenant): a server that lacks a voice answers 404 `voice_not_found` and a
+  client uploads the clip again (engine/remote.py does), so a fleet shares no voice state.
 - `GET /healthz` (no auth) -> `{"status": "ok"}` only; `GET /v1/status` (auth) -> `{"status", "backend",
   "version", "sample_rate", ...}`.
 - `GET /metrics`: Prometheus text from a per-app registry.
@@ -61,7 +63,7 @@ from engine.base import EngineError, SynthesisTimeout, TextRejected, Voice
 from engine.server_auth import Tenants, parse_keys, voice_id_for_tenant
 from engine.settings import EngineSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.voice_store import StoredVoice, VoiceStore, clean_name, is_voice_id
+from engine.voice_store import StoredVoice, VoiceStore, VoiceStoreFull, clean_name, content_id, is_voice_id
 
 log = logging.getLogger(__name__)
 
@@ -418,7 +420,8 @@ def create_app(
         if is_voice_id(name):
             stored: StoredVoice | None = store.get(name)
             if stored is None or not stored.visible_to(tenant):
-                raise ApiError(404, f"No voice with id {name!r} is registered here.", code="voice_not_found", param="voice")
+                raise ApiError(404, f"No voice with id {name!r} is registered here; upload its clip to POST /v1/voices "
+                               "(the same clip and transcript give the same id).", code="voice_not_found", param="voice")
             if stored.profile.backend != info.name:
                 raise ApiError(400, f"Voice {name!r} was registered for the {stored.profile.backend} backend; register it again.",
                                code="voice_backend_mismatch", param="voice")
@@ -508,6 +511,21 @@ def create_app(
             metrics.audio.inc(sent)
         return resp
 
+    def known_voice(data: bytes, transcript: str, tenant: str) -> StoredVoice | None:
+        """The stored voice an upload would register, if this tenant has it for this backend (blocking)."""
+        from engine.clip import load_clip, to_flac
+        from engine.registration import clean_transcript
+
+        try:
+            flac = to_flac(load_clip(data, max_bytes=settings.max_upload_bytes))
+            vid = voice_id_for_tenant(content_id(flac, clean_transcript(transcript)), tenant)
+        except EngineError:
+            return None  # the registration says what is wrong with it
+        stored = store.get(vid)
+        if stored is None or stored.owner != tenant or stored.profile.backend_version != info.version:
+            return None
+        return stored
+
     async def list_voices(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [v.public() for v in store.list(request[TENANT])]})
 
@@ -526,17 +544,23 @@ def create_app(
         name = clean_name(fields.get("name", b"").decode("utf-8", "replace"))
         transcript = fields.get("transcript", b"").decode("utf-8", "replace")
         async with registering:
+            known = await asyncio.to_thread(known_voice, data, transcript, request[TENANT])
+            if known is not None:  # a client giving this server a voice it already holds: no work again
+                return web.json_response(known.public())
             try:
                 features, flac = await asyncio.to_thread(register, data, transcript)
             except EngineError as exc:  # ClipRejected, TextRejected: the message says what to do
                 raise ApiError(400, str(exc), code="invalid_clip", param="file") from exc
-            from engine.registration import voice_id_for
+            from engine.registration import clean_transcript
 
-            tenant = request[TENANT]
-            stored = await asyncio.to_thread(
-                store.add, voice_id_for_tenant(voice_id_for(flac), tenant), name, backend=info.name,
-                backend_version=info.version, features=features, transcript=transcript.strip(), clip_flac=flac,
-                owner=tenant)
+            tenant, transcript = request[TENANT], clean_transcript(transcript)
+            try:
+                stored = await asyncio.to_thread(  # the id is the content's: the same upload is the same voice anywhere
+                    store.add, voice_id_for_tenant(content_id(flac, transcript), tenant), name, backend=info.name,
+                    backend_version=info.version, features=features, transcript=transcript, clip_flac=flac,
+                    owner=tenant)
+            except VoiceStoreFull as exc:
+                raise ApiError(507, str(exc), type="server_error", code="voice_store_full") from exc
         return web.json_response(stored.public())
 
     async def healthz(request: web.Request) -> web.Response:  # no auth: says nothing about the server

@@ -4,8 +4,13 @@ Layout of the folder (created on first write): `<id>.json` (name, backend, backe
 transcript, created_at, owner, public), `<id>.features` (the backend's feature blob) and, when the clip was
 decoded, `<id>.flac` (the reference, so features can be derived again after a model change).
 Files are written atomically (temp file + rename); a voice whose files are damaged is skipped at
-load with a warning. Ids are engine.registration's (`v` + 16 hex of the clip's hash), so the same
-clip uploaded twice is one voice (the engine server scopes ids per tenant, engine/server_auth.py).
+load with a warning. Ids are content addresses (`content_id`: `v` + 16 hex of the hash of the trimmed
+clip and its transcript), so the same upload is the same voice on every server of a fleet (the engine
+server scopes ids per tenant, engine/server_auth.py) and a server that lacks a voice can be given it again.
+
+The store is an LRU: at `max_voices`, adding a voice evicts the least recently used one that is not
+public (its files are deleted; a client that still holds its id uploads the clip again). Use order
+survives a restart through the `<id>.json` modification time, touched at most every TOUCH_EVERY_S.
 
 Each voice has an `owner` (the engine server's tenant, "" without API keys) and a `public` flag that
 only the operator sets (`"public": true` in `<id>.json`, or `set_public`): a tenant sees and uses its
@@ -14,6 +19,7 @@ own voices and the public ones. Names are cleaned of control and format characte
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -21,6 +27,7 @@ import re
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,6 +38,15 @@ log = logging.getLogger(__name__)
 
 _ID_RE = re.compile(r"^v[0-9a-f]{16}$")
 MAX_NAME_CHARS = 100
+TOUCH_EVERY_S = 600.0  # a used voice's <id>.json mtime is refreshed at most this often (LRU order on disk)
+
+
+def content_id(flac: bytes, transcript: str) -> str:
+    """A voice's id from what defines it: the trimmed clip (FLAC) and its transcript."""
+    digest = hashlib.sha256(flac)
+    if transcript:
+        digest.update(b"\0" + transcript.encode("utf-8"))
+    return "v" + digest.hexdigest()[:16]
 
 
 def clean_name(name: str) -> str:
@@ -39,7 +55,7 @@ def clean_name(name: str) -> str:
 
 
 class VoiceStoreFull(EngineError):
-    """The store holds its maximum number of voices."""
+    """The store holds its maximum number of voices and all of them are public (none can be evicted)."""
 
 
 @dataclass(frozen=True)
@@ -70,19 +86,27 @@ def is_voice_id(value: str) -> bool:
 
 
 class VoiceStore:
-    """Voices by id, kept in memory and, when `folder` is given, on disk. Thread-safe."""
+    """Voices by id, least recently used first, kept in memory and, when `folder` is given, on disk.
+    Thread-safe."""
 
     def __init__(self, folder: str | Path | None = None, *, max_voices: int = 10_000) -> None:
         self.folder = Path(folder).expanduser() if folder else None
         self.max_voices = max_voices
         self._lock = threading.Lock()
-        self._voices: dict[str, StoredVoice] = {}
+        self._voices: OrderedDict[str, StoredVoice] = OrderedDict()
+        self._touched: dict[str, float] = {}
         if self.folder is not None and self.folder.is_dir():
             self._load()
 
     def _load(self) -> None:
         assert self.folder is not None
-        for meta_path in sorted(self.folder.glob("v*.json")):
+        metas = []
+        for meta_path in self.folder.glob("v*.json"):
+            try:
+                metas.append((meta_path.stat().st_mtime, meta_path.name, meta_path))
+            except OSError:
+                continue
+        for _, _, meta_path in sorted(metas):  # least recently used first
             vid = meta_path.stem
             if not is_voice_id(vid):
                 continue
@@ -105,7 +129,23 @@ class VoiceStore:
         return len(self._voices)
 
     def get(self, voice_id: str) -> StoredVoice | None:
-        return self._voices.get(voice_id)
+        """The voice, marked as just used (LRU)."""
+        with self._lock:
+            voice = self._voices.get(voice_id)
+            if voice is None:
+                return None
+            self._voices.move_to_end(voice_id)
+            now = time.monotonic()
+            touch = self.folder is not None and now - self._touched.get(voice_id, -TOUCH_EVERY_S) >= TOUCH_EVERY_S
+            if touch:
+                self._touched[voice_id] = now
+        if touch:
+            assert self.folder is not None
+            try:
+                os.utime(self.folder / f"{voice_id}.json")
+            except OSError:
+                pass  # the order on disk is a hint; the one in memory is exact
+        return voice
 
     def list(self, tenant: str | None = None) -> list[StoredVoice]:
         """All voices, or those `tenant` may see (its own and the public ones)."""
@@ -134,14 +174,28 @@ class VoiceStore:
             old = self._voices.get(vid)
             if old is not None and old.owner != owner:
                 raise EngineError(f"Voice {vid} belongs to another tenant.")
-            if old is None and len(self._voices) >= self.max_voices:
-                raise VoiceStoreFull(f"The server holds its limit of {self.max_voices} voices.")
+            if old is None:
+                while len(self._voices) >= self.max_voices:
+                    self._evict_one()
             profile = VoiceProfile(vid, backend, backend_version, features, transcript)
             voice = StoredVoice(vid, name, profile, int(time.time()), owner=owner, is_public=old is not None and old.is_public)
             if self.folder is not None:
                 self._write(voice, clip_flac)
             self._voices[vid] = voice
+            self._voices.move_to_end(vid)
         return voice
+
+    def _evict_one(self) -> None:
+        """Drop the least recently used voice that is not public, with its files (under the lock)."""
+        victim = next((v for v in self._voices.values() if not v.is_public), None)
+        if victim is None:
+            raise VoiceStoreFull(f"The server holds its limit of {self.max_voices} voices, all of them public.")
+        del self._voices[victim.id]
+        self._touched.pop(victim.id, None)
+        if self.folder is not None:
+            for suffix in (".json", ".features", ".flac"):  # the meta first: without it the rest is never loaded
+                (self.folder / f"{victim.id}{suffix}").unlink(missing_ok=True)
+        log.info("voice %s evicted (least recently used of %d)", victim.id, self.max_voices)
 
     def set_public(self, voice_id: str, public: bool = True) -> StoredVoice:
         """The operator's switch: a public voice is seen and used by every tenant (blocking file I/O)."""

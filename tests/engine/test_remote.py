@@ -15,6 +15,7 @@ from aiohttp import web
 from engine.base import DISCORD_RATE, BackendInfo, EngineError, SynthesisTimeout, TextRejected, Voice, VoiceProfile
 from engine.factory import build_engine
 from engine.remote import RemoteBackend
+from engine.remote_voice import RemoteVoice
 from engine.server import serve_in_background
 from engine.settings import EngineSettings, RemoteSettings, ServerSettings
 from engine.streaming import StreamingEngine
@@ -287,8 +288,10 @@ async def test_register_through_the_remote_backend_then_speak_with_it(local, tmp
         try:
             clip = (0.1 * np.sin(np.arange(48000) / 10)).astype(np.float32)
             blob = await asyncio.to_thread(remote.backend.extract_features, clip, 16000, "hello world")  # type: ignore[union-attr]
-            vid = blob.decode()
-            assert store.get(vid) is not None and uploads[0][1] == "hello world" and uploads[0][0][:4] == b"RIFF"
+            registered = RemoteVoice.from_blob(blob)
+            assert registered is not None and registered.flac == uploads[0][0]  # the blob keeps what was uploaded
+            vid = registered.voice_id
+            assert store.get(vid) is not None and uploads[0][1] == "hello world" and uploads[0][0][:4] == b"fLaC"
             profile = VoiceProfile(voice_id="bot-42", backend="remote", backend_version=remote.info.version, features=blob)
             assert remote.backend.voice_field(Voice(profile=profile)) == vid  # type: ignore[union-attr]
             pcm = await remote.synthesize_all("Hello from a registered voice.", Voice(profile=profile))
