@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import NullPool
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
@@ -93,9 +96,38 @@ def downgrade_sync(url: str, revision: str = "base") -> None:
     command.downgrade(_alembic_config(url), revision)
 
 
-async def upgrade(url: str, revision: str = "head") -> None:
-    """Upgrade off the event loop; errors become a StorageError with a password-free URL."""
+# pg_advisory_lock key of schema upgrades: bot processes starting at once upgrade one after another
+MIGRATION_LOCK_KEY = 0x766F_6963_6562_6F74 & 0x7FFF_FFFF_FFFF_FFFF  # "voicebot"
+MIGRATION_LOCK_TIMEOUT_S = 300.0
+
+
+@contextlib.asynccontextmanager
+async def migration_lock(url: str, timeout_s: float = MIGRATION_LOCK_TIMEOUT_S) -> AsyncIterator[None]:
+    """On PostgreSQL, hold the database's migration advisory lock (waiting at most `timeout_s`) while the
+    block runs; the lock goes with the connection if this process dies. SQLite is one process: no lock."""
+    if make_url(url).get_backend_name() != "postgresql":
+        yield
+        return
+    engine = create_async_engine(url, poolclass=NullPool)
     try:
-        await asyncio.to_thread(upgrade_sync, url, revision)
+        async with engine.connect() as conn:
+            await conn.execute(text(f"SET lock_timeout = '{int(timeout_s * 1000)}ms'"))
+            await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            await conn.commit()  # a session lock: it outlives the transaction that took it
+            try:
+                yield
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+                await conn.commit()
+    finally:
+        await engine.dispose()
+
+
+async def upgrade(url: str, revision: str = "head") -> None:
+    """Upgrade off the event loop, one process at a time (migration_lock); errors become a StorageError
+    with a password-free URL."""
+    try:
+        async with migration_lock(url):
+            await asyncio.to_thread(upgrade_sync, url, revision)
     except Exception as exc:
         raise StorageError(f"database {safe_url(url)} could not be upgraded: {exc}") from exc
