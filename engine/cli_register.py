@@ -7,9 +7,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from engine import cli_say
 from engine.base import EngineError
-from engine.cli_voice import add_reference_arguments, read_clip, write_text_atomic
+from engine.cli_common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip, write_text_atomic
 from engine.registration import Registration
 
 
@@ -17,13 +16,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("clip", metavar="CLIP", help="reference recording: WAV, FLAC, Ogg/Opus or MP3, 3-30 s of speech")
     p.add_argument("--out", required=True, metavar="PROFILE", help="where to write the profile (JSON)")
     add_reference_arguments(p)
-    cli_say.add_engine_arguments(p)
+    add_engine_arguments(p)
 
 
 async def _register(args: argparse.Namespace, data: bytes) -> Registration:
     from engine.factory import build_engine
 
-    engine = build_engine(cli_say.engine_settings(args, workers=1, max_concurrency=1))
+    engine = build_engine(engine_settings(args, workers=1, max_concurrency=1))
     try:
         return await engine.register(data, args.transcript, max_bytes=args.max_clip_bytes)
     finally:

@@ -1,4 +1,5 @@
-"""`python -m engine say TEXT --out FILE.wav`: what the bot would play, written as a 48 kHz stereo WAV."""
+"""`python -m engine say TEXT --out FILE.wav [--reference CLIP | --profile FILE]`: what the bot would play,
+written as a 48 kHz stereo WAV, in the configured voice or a voice matched to a reference clip."""
 
 from __future__ import annotations
 
@@ -8,23 +9,11 @@ import os
 import sys
 import tempfile
 import wave
-from dataclasses import replace
 from pathlib import Path
 
-from engine.base import DISCORD_CHANNELS, DISCORD_RATE, EngineError, Voice
-from engine.settings import EngineSettings, PiperSettings
-
-
-def add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """Options that pick and tune the backend; shared by subcommands that build an engine."""
-    p.add_argument("--backend", default="piper", help="piper (default), cosyvoice2 or remote")
-    p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled en_US-joe-medium)")
-    p.add_argument("--max-chars", type=int, default=EngineSettings.max_text_chars, help="longest text accepted")
-
-
-def engine_settings(args: argparse.Namespace, **overrides: object) -> EngineSettings:
-    settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=PiperSettings(model=args.model))
-    return replace(settings, **overrides)  # type: ignore[arg-type]
+from engine.base import DISCORD_CHANNELS, DISCORD_RATE, Engine, EngineError, Voice
+from engine.cli_common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip
+from engine.registration import Registration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,6 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", type=float, default=1.0, metavar="X", help="speaking rate, >1 is faster (0.25-4)")
     p.add_argument("--pitch", type=float, default=0.0, help="pitch shift in semitones")
     add_engine_arguments(p)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--reference", metavar="CLIP", help="speak in a voice matched to this clip (WAV, FLAC, Ogg, MP3)")
+    group.add_argument("--profile", metavar="FILE", help="speak in a voice registered with `register`")
+    add_reference_arguments(p)
 
 
 def write_wav(path: Path, pcm: bytes, rate: int = DISCORD_RATE, channels: int = DISCORD_CHANNELS) -> None:
@@ -58,14 +51,32 @@ async def _say(args: argparse.Namespace, text: str) -> bytes:
 
     engine = build_engine(engine_settings(args, workers=1, max_concurrency=1))
     try:
-        voice = Voice(name=args.voice, speed=args.speed, pitch=args.pitch, speaker_id=args.speaker_id)
-        return await engine.synthesize_all(text, voice, key="cli")
+        return await engine.synthesize_all(text, await _voice(args, engine), key="cli")
     finally:
         await engine.close()
 
 
-def run(args: argparse.Namespace, say=None, what: str = f"{DISCORD_RATE} Hz stereo") -> int:
-    """Check the options, synthesize with `say` (default: the configured voice) and write the WAV."""
+async def _voice(args: argparse.Namespace, engine: Engine) -> Voice:
+    """The voice asked for: a built-in one, or one matched to --reference or a --profile."""
+    if not (args.reference or args.profile):
+        return Voice(name=args.voice, speed=args.speed, pitch=args.pitch, speaker_id=args.speaker_id)
+    if args.profile:
+        try:
+            registration = Registration.from_json(Path(args.profile).read_text())
+        except OSError as exc:
+            raise EngineError(f"cannot read {args.profile}: {exc.strerror or exc}") from exc
+    else:
+        data = read_clip(args.reference, args.max_clip_bytes)
+        registration = await engine.register(data, args.transcript, max_bytes=args.max_clip_bytes)
+    voice = registration.voice(engine.info, speed=args.speed, pitch=args.pitch)
+    if voice.profile is None:
+        raise EngineError(f"That voice has no features for the {engine.info.name} backend; register it again.")
+    return voice
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options, synthesize (the configured voice, or one matched to --reference/--profile), write the WAV."""
+    what = "matched voice" if (args.reference or args.profile) else f"{DISCORD_RATE} Hz stereo"
     text = sys.stdin.read() if args.text == "-" else args.text
     if not (0.25 <= args.speed <= 4.0):  # comparisons with NaN are False: rejected too
         raise EngineError("--speed must be between 0.25 and 4.")
@@ -74,7 +85,7 @@ def run(args: argparse.Namespace, say=None, what: str = f"{DISCORD_RATE} Hz ster
     out = Path(args.out)
     if out.is_dir():
         raise EngineError(f"--out {out} is a directory; give a file name such as {out / 'say.wav'}.")
-    pcm = asyncio.run((say or _say)(args, text))
+    pcm = asyncio.run(_say(args, text))
     try:
         write_wav(out, pcm)
     except OSError as exc:

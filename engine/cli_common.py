@@ -1,0 +1,51 @@
+"""Options and files shared by the CLI subcommands: the engine's options, reference clips, atomic writes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from engine.base import EngineError
+from engine.clip import ClipRejected
+from engine.settings import EngineSettings, PiperSettings
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """Options that pick and tune the backend; shared by subcommands that build an engine."""
+    p.add_argument("--backend", default="piper", help="piper (default), cosyvoice2 or remote")
+    p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled en_US-joe-medium)")
+    p.add_argument("--max-chars", type=int, default=EngineSettings.max_text_chars, help="longest text accepted")
+
+
+def engine_settings(args: argparse.Namespace, **overrides: object) -> EngineSettings:
+    settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=PiperSettings(model=args.model))
+    return replace(settings, **overrides)  # type: ignore[arg-type]
+
+
+def read_clip(path: str, max_bytes: int) -> bytes:
+    """The file's bytes, refusing before reading when it is over the cap."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise ClipRejected(f"{p} is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB.")
+        with p.open("rb") as f:
+            return f.read(max_bytes + 1)
+    except OSError as exc:
+        raise EngineError(f"cannot read {p}: {exc.strerror or exc}") from exc
+
+
+def add_reference_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--transcript", default="", metavar="T", help="what is said in the reference clip")
+    p.add_argument(
+        "--max-clip-bytes", type=int, default=EngineSettings().server.max_upload_bytes, help="largest clip accepted"
+    )
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write beside the target and rename: a half-written profile never replaces a good one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
