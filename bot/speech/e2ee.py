@@ -27,7 +27,7 @@ def e2ee_expected(vc: discord.VoiceClient) -> bool:
     if state is None or not state.dave_protocol_version or channel is None:
         return False
     me = vc.user.id if vc.user else None
-    return any(m.id != me for m in getattr(channel, "members", ()))
+    return any(uid != me for uid in getattr(channel, "voice_states", {}))  # works without the member cache
 
 
 def e2ee_ready(vc: discord.VoiceClient) -> bool:
