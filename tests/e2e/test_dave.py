@@ -98,6 +98,16 @@ async def test_say_right_after_join_is_heard_from_the_first_word(sb, demo, bot, 
     assert stretched_envelope_correlation(heard, reference) > 0.7
 
 
+async def test_encryption_that_never_gets_ready_is_reported_and_nothing_is_sent(sb, demo, bot):
+    sb.voice.dave.proposal_delay_s = 60.0                       # the handshake does not finish within the wait
+    bot.speech.speaker(demo.guild.id).e2ee_wait_s = 1.0
+    capture = sb.capture(demo.guild)
+    it = await sb.slash(demo.alice, demo.general, "say", text=TEXT)
+    await it.wait(lambda i: "encryption did not get ready" in (i.final_text() or ""), 30, "the E2EE message")
+    assert "Try again" in it.final_text()
+    assert not capture.voiced and capture.dropped == 0          # not one frame that nobody could hear
+
+
 async def test_join_answers_with_the_voice_privacy_code(sb, demo, bot):
     answer = await join(sb, demo)
     code = sb.privacy_code(demo.guild)
