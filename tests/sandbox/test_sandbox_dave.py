@@ -165,3 +165,20 @@ async def test_legacy_mode_without_e2ee():
             assert not any(o.op in range(21, 32) for o in sb.voice_log)
         finally:
             await stop_bot(bot, task)
+
+
+def test_malformed_or_foreign_commits_are_refused():
+    from rfc9420.codec.tls import write_opaque_varint
+
+    from sandbox.mls import ExternalSender, parse_commit_welcome, proposals_payload
+    for junk in (b"", b"\x00\x01\x00\x01garbage", bytes(64)):
+        with pytest.raises(ValueError):
+            parse_commit_welcome(junk)
+    sender = ExternalSender()
+    a, b = davey.DaveSession(1, 111, 42), davey.DaveSession(1, 222, 42)
+    a.set_external_sender(sender.package())
+    add = sender.add(42, 0, 222, b.get_serialized_key_package())
+    result = a.process_proposals(davey.ProposalsOperationType.append, proposals_payload([add]))
+    cw = parse_commit_welcome(result.commit + result.welcome)
+    assert (cw.commit, cw.welcome, cw.epoch, cw.refs) == (result.commit, result.welcome, 0, [add.ref])
+    assert proposals_payload([add]) == write_opaque_varint(add.message)
