@@ -85,7 +85,8 @@ class EngineServer:
         self.port = int(url.rsplit(":", 1)[1])
 
     @classmethod
-    async def start(cls, folder: Path) -> EngineServer:
+    async def start(cls, folder: Path, *, cpus: set[int] | None = None) -> EngineServer:
+        """Started and warmed up; `cpus`: the CPUs it may run on (as one GPU each would be its own)."""
         folder.mkdir(parents=True, exist_ok=True)
         log = open(folder / "server.log", "wb")
         port = free_port()
@@ -93,7 +94,8 @@ class EngineServer:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "engine", "serve", "--port", str(port), "--workers", "1", "--max-concurrency", "1",
                 "--voices-dir", str(folder / "voices"), cwd=ROOT, stdin=asyncio.subprocess.DEVNULL,
-                stdout=log, stderr=asyncio.subprocess.PIPE)
+                stdout=log, stderr=asyncio.subprocess.PIPE,
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         finally:
             log.close()
         try:
