@@ -11,7 +11,7 @@ from discord.ext import commands
 from bot.config import Settings
 from bot.errors import on_app_command_error, reply
 from bot.plugins import PluginManager
-from bot.prefs import SettingsService
+from bot.prefs import PrefsService
 from bot.storage.database import Database
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class VoiceBot(commands.AutoShardedBot):
         self.config = settings
         self.db = database
         self.engine = engine
-        self.settings = SettingsService(database)
+        self.prefs = PrefsService(database)
         self.plugins = PluginManager(self)
         self.speech: Any = None
         self.voices: Any = None

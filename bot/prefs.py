@@ -1,4 +1,4 @@
-"""The settings service plugins call (bot.settings): user, member and guild settings with a small cache."""
+"""The preferences service plugins call (bot.prefs): user, member and guild preferences with a small cache."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bot.storage.settings_repo import GuildPrefs, UserPrefs
 USER_TTL_S = 30.0  # user settings may change on another shard's process
 
 
-class SettingsService:
+class PrefsService:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._guilds: dict[int, GuildPrefs] = {}

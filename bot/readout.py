@@ -114,14 +114,14 @@ class ReadoutService:
             return await self._handle(message, guild, content)
 
     async def _handle(self, message: discord.Message, guild: discord.Guild, content: str) -> Decision:
-        gp = guild_options.effective(await self.bot.settings.guild(guild.id), self.bot.config)
+        gp = guild_options.effective(await self.bot.prefs.guild(guild.id), self.bot.config)
         if message.channel.id not in gp.readout_channel_ids:
             return Decision(False, Skip.NOT_READOUT)
         if (message.author.bot or message.webhook_id is not None) and not gp.read_bots:
             return Decision(False, Skip.BOT)
         if content.startswith(self.prefixes):
             return Decision(False, Skip.PREFIX)
-        if (await self.bot.settings.user(message.author.id)).opted_out:
+        if (await self.bot.prefs.user(message.author.id)).opted_out:
             return Decision(False, Skip.OPTED_OUT)
         member = message.author if isinstance(message.author, discord.Member) else guild.get_member(message.author.id)
         if gp.required_role_id and (member is None or not any(r.id == gp.required_role_id for r in member.roles)):
@@ -153,7 +153,7 @@ class ReadoutService:
         return Decision(False, skip, told=await self._tell(message, tell, text))
 
     async def _spoken_name(self, message: discord.Message, member) -> str:
-        nick = await self.bot.settings.nickname(message.guild.id, message.author.id)
+        nick = await self.bot.prefs.nickname(message.guild.id, message.author.id)
         raw = nick or (member.display_name if member is not None else message.author.display_name)
         options = TextOptions(emoji="skip", max_chars=40)
         return speakable_content(raw, None, options) or "someone"

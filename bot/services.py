@@ -1,4 +1,4 @@
-"""Builds and stops the services plugins call: bot.speech, bot.voices (bot.settings is built with the bot)."""
+"""Builds and stops the services plugins call: bot.speech, bot.voices (bot.prefs is built with the bot)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 async def build_services(bot: VoiceBot) -> None:
     """Create the speech and voices services once the engine and database are ready."""
-    bot.voices = VoiceService(bot.db, bot.engine, bot.config.voices, bot.settings)
-    bot.speech = SpeechService(bot, bot.engine, bot.config, prefs=bot.settings, voices=bot.voices)
+    bot.voices = VoiceService(bot.db, bot.engine, bot.config.voices, bot.prefs)
+    bot.speech = SpeechService(bot, bot.engine, bot.config, prefs=bot.prefs, voices=bot.voices)
     bot.metrics = BotMetrics(bot)
     bot.speech.listeners.append(bot.metrics.observe)
     if bot.config.web.enabled:

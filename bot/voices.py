@@ -14,7 +14,7 @@ from discord import app_commands
 from bot.config import VoiceSettings
 from bot.errors import UserError
 from bot.guild_options import OptionError
-from bot.prefs import SettingsService
+from bot.prefs import PrefsService
 from bot.storage import voices_repo as repo
 from bot.storage.database import Database
 from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
@@ -38,7 +38,7 @@ def check_name(name: str) -> str:
 
 
 class VoiceService:
-    def __init__(self, db: Database, engine: Engine, settings: VoiceSettings, prefs: SettingsService) -> None:
+    def __init__(self, db: Database, engine: Engine, settings: VoiceSettings, prefs: PrefsService) -> None:
         self.db = db
         self.engine = engine
         self.settings = settings

@@ -12,7 +12,7 @@ import discord
 from bot import guild_options
 from bot.config import Settings
 from bot.errors import UserError
-from bot.prefs import SettingsService
+from bot.prefs import PrefsService
 from bot.speech.connection import VoiceConnection
 from bot.speech.discord_text import fetch_mentioned_members, speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
@@ -31,7 +31,7 @@ DISCONNECT_GRACE_S = 1.0  # how long a real voice disconnect may take to remove 
 class SpeechService:
     """What plugins call to speak: join, leave, enqueue, skip, stop, queue."""
 
-    def __init__(self, client: discord.Client, engine: Engine, settings: Settings, *, prefs: SettingsService,
+    def __init__(self, client: discord.Client, engine: Engine, settings: Settings, *, prefs: PrefsService,
                  voices: VoiceService | None) -> None:
         self.client = client
         self.engine = engine

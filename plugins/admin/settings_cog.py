@@ -19,7 +19,7 @@ class SettingsCog(commands.Cog):
 
     @group.command(name="show", description="Show this server's settings")
     async def show(self, interaction: discord.Interaction) -> None:
-        prefs = await self.bot.settings.guild(interaction.guild_id)
+        prefs = await self.bot.prefs.guild(interaction.guild_id)
         await reply(interaction, "\n".join(guild_options.describe(prefs, self.bot.config)),
                     allowed_mentions=discord.AllowedMentions.none())
 
@@ -34,24 +34,24 @@ class SettingsCog(commands.Cog):
             field, parsed, answer = guild_options.parse(setting, value, self.bot.config)
         except guild_options.OptionError as exc:
             raise UserError(str(exc)) from None
-        await self.bot.settings.update_guild(interaction.guild_id, **{field: parsed})
+        await self.bot.prefs.update_guild(interaction.guild_id, **{field: parsed})
         await reply(interaction, answer)
 
     @group.command(name="role", description="Only read members with this role; leave empty for everyone")
     @app_commands.check(checks.manage_guild)
     async def role(self, interaction: discord.Interaction, role: discord.Role | None = None) -> None:
-        await self.bot.settings.update_guild(interaction.guild_id, required_role_id=role.id if role else None)
+        await self.bot.prefs.update_guild(interaction.guild_id, required_role_id=role.id if role else None)
         await reply(interaction, f"Only members with {role.mention} are read." if role else "Everyone is read.",
                     allowed_mentions=discord.AllowedMentions.none())
 
     @app_commands.command(name="optout", description="Never read my messages aloud, in any server")
     async def optout(self, interaction: discord.Interaction) -> None:
-        await self.bot.settings.update_user(interaction.user.id, opted_out=True)
+        await self.bot.prefs.update_user(interaction.user.id, opted_out=True)
         await reply(interaction, "Your messages will not be read aloud anywhere. Use /optin to undo.")
 
     @app_commands.command(name="optin", description="Read my messages aloud again")
     async def optin(self, interaction: discord.Interaction) -> None:
-        await self.bot.settings.update_user(interaction.user.id, opted_out=False)
+        await self.bot.prefs.update_user(interaction.user.id, opted_out=False)
         await reply(interaction, "Your messages will be read aloud again.")
 
     @app_commands.command(name="nickname", description='Set the name read in "NAME said" (empty: your display name)')
@@ -61,6 +61,6 @@ class SettingsCog(commands.Cog):
         clean = " ".join((name or "").split())
         if len(clean) > NICKNAME_MAX_CHARS:
             raise UserError(f"A nickname can have at most {NICKNAME_MAX_CHARS} characters.")
-        await self.bot.settings.set_nickname(interaction.guild_id, interaction.user.id, clean or None)
+        await self.bot.prefs.set_nickname(interaction.guild_id, interaction.user.id, clean or None)
         await reply(interaction, f"I'll call you {discord.utils.escape_markdown(clean)}." if clean
                     else "I'll use your display name.", allowed_mentions=discord.AllowedMentions.none())

@@ -34,7 +34,7 @@ class ReadoutCog(commands.Cog):
     @app_commands.choices(action=[app_commands.Choice(name=n, value=n) for n in ("add", "remove", "set")])
     @app_commands.check(checks.manage_guild)
     async def channel(self, interaction: discord.Interaction, channel: ReadoutChannel, action: str = "add") -> None:
-        gp = await self.bot.settings.guild(interaction.guild_id)
+        gp = await self.bot.prefs.guild(interaction.guild_id)
         ids = list(gp.readout_channel_ids)
         if action == "set":
             ids = [channel.id]
@@ -46,14 +46,14 @@ class ReadoutCog(commands.Cog):
             if len(ids) >= 20:
                 raise UserError("At most 20 channels can be read aloud; remove one first.")
             ids.append(channel.id)
-        await self.bot.settings.update_guild(interaction.guild_id, readout_channel_ids=ids)
+        await self.bot.prefs.update_guild(interaction.guild_id, readout_channel_ids=ids)
         listing = ", ".join(f"<#{i}>" for i in ids) or "none"
         await reply(interaction, f"Channels read aloud: {listing}")
 
     @group.command(name="off", description="Stop reading any channel aloud")
     @app_commands.check(checks.manage_guild)
     async def off(self, interaction: discord.Interaction) -> None:
-        await self.bot.settings.update_guild(interaction.guild_id, readout_channel_ids=[])
+        await self.bot.prefs.update_guild(interaction.guild_id, readout_channel_ids=[])
         await reply(interaction, "Readout is off: no channel is read aloud.")
 
     @commands.Cog.listener()

@@ -60,7 +60,7 @@ class VoicesCog(commands.Cog):
     @group.command(name="list", description="Your voices and those shared with you")
     async def list_(self, interaction: discord.Interaction) -> None:
         infos = await self.voices.visible(interaction.user.id, interaction.guild_id)
-        prefs = await self.bot.settings.user(interaction.user.id)
+        prefs = await self.bot.prefs.user(interaction.user.id)
         if not infos:
             await reply(interaction, "You have no voices yet. Register one with /voice register.")
             return

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from bot.config import VoiceSettings
-from bot.prefs import SettingsService
+from bot.prefs import PrefsService
 from bot.storage.database import Database, upgrade
 from bot.voices import VoiceService
 from engine.factory import build_engine
@@ -20,7 +20,7 @@ async def service(sqlite_url):
     await upgrade(sqlite_url)
     db = Database(sqlite_url)
     engine = build_engine()
-    svc = VoiceService(db, engine, VoiceSettings(), SettingsService(db))
+    svc = VoiceService(db, engine, VoiceSettings(), PrefsService(db))
     yield svc
     await svc.close()
     await engine.close()

@@ -375,7 +375,7 @@ async def test_database_locked_or_read_only_settings_write_says_so_and_works_aft
         await engine.dispose()
     it = await sb.slash(sb.owner, a.general, "settings set", setting="max_queue", value="11")
     assert await it.wait_text(timeout=10) == "max_queue is now 11."
-    assert (await bot.settings.guild(a.guild.id)).max_queue == 11
+    assert (await bot.prefs.guild(a.guild.id)).max_queue == 11
 
 
 # -- a plugin raising in its listeners ------------------------------------------------------------------

@@ -102,7 +102,7 @@ async def test_readout_of_hostile_messages_is_bounded_and_the_bot_keeps_reading(
     it = await sb.slash(demo.alice, demo.general, "join")
     await it.wait_text(timeout=20)
     await sb.wait_voice_connected(demo.guild)
-    limit = (await bot.settings.guild(demo.guild.id)).max_message_chars
+    limit = (await bot.prefs.guild(demo.guild.id)).max_message_chars
     for name, text in HOSTILE_TEXTS.items():
         before = len(heard)
         await sb.post(demo.alice, demo.general, text)

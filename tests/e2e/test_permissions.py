@@ -177,7 +177,7 @@ async def run_case(w: World, c: Case, kind: str) -> tuple[str, bool]:
     elif c.after == "stop":
         w.bot.speech.stop(w.guild.id)
     elif c.after == "optin":
-        await w.bot.settings.update_user(user.id, opted_out=False)
+        await w.bot.prefs.update_user(user.id, opted_out=False)
     elif c.after == "rejoin":
         await w.ensure_connected()
     return text, it.ephemeral
@@ -208,7 +208,7 @@ async def test_every_command_by_every_kind_of_user(world):
     assert [v.name for v in voices] == ["secret"]
     assert await w.bot.voices.visible(w.users["anyone"].id, w.guild.id) == []
     assert await w.bot.voices.visible(w.users["bystander"].id, w.guild.id) == []
-    prefs = await w.bot.settings.guild(w.guild.id)
+    prefs = await w.bot.prefs.guild(w.guild.id)
     assert prefs.readout_channel_ids == [] and prefs.xsaid is True
 
 

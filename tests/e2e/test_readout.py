@@ -124,7 +124,7 @@ async def test_member_without_manage_server_cannot_change_settings(sb, demo, bot
         it = await sb.slash(demo.alice, demo.general, cmd, **opts)
         assert "Manage Server" in await it.wait_text(), cmd
         assert it.ephemeral
-    assert (await bot.settings.guild(demo.guild.id)).xsaid is True
+    assert (await bot.prefs.guild(demo.guild.id)).xsaid is True
     it = await sb.slash(demo.alice, demo.general, "settings show")
     assert "xsaid" in await it.wait_text()
     it = await sb.slash(sb.owner, demo.general, "settings set", setting="max_length", value="5000")
@@ -142,7 +142,7 @@ async def test_settings_persist_across_a_restart(sb, demo, settings, running):
     await running.stop()
     again = await start_bot(sb, sandbox_settings(settings, sb))
     try:
-        prefs = await again.bot.settings.guild(demo.guild.id)
+        prefs = await again.bot.prefs.guild(demo.guild.id)
         assert prefs.readout_channel_ids == [demo.general.id] and prefs.max_queue == 7
         heard = Heard(again.bot)
         await join(sb, demo)

@@ -26,25 +26,25 @@ async def test_max_queue_above_the_bots_limit_is_lowered_to_it_and_said_so(sb, d
     assert bot.config.speech.queue_max == 20
     said = await answer(sb, demo, "settings set", setting="max_queue", value="100")
     assert said == "max_queue is now 20, the most this bot allows (you asked for 100)."
-    assert (await bot.settings.guild(demo.guild.id)).max_queue == 20
+    assert (await bot.prefs.guild(demo.guild.id)).max_queue == 20
     assert "**max_queue**: 20 — " in await answer(sb, demo, "settings show")
     assert await answer(sb, demo, "settings set", setting="max_queue", value="7") == "max_queue is now 7."
-    assert (await bot.settings.guild(demo.guild.id)).max_queue == 7
+    assert (await bot.prefs.guild(demo.guild.id)).max_queue == 7
     said = await answer(sb, demo, "settings set", setting="max_queue", value="0")
     assert said.startswith("max_queue must be from 1 to 20.")
-    assert (await bot.settings.guild(demo.guild.id)).max_queue == 7
+    assert (await bot.prefs.guild(demo.guild.id)).max_queue == 7
 
 
 async def test_max_length_is_bound_by_the_bots_text_limit(sb, demo, bot):
     said = await answer(sb, demo, "settings set", setting="max_length", value="300")
     assert said == f"max_length is now {TEXT_LIMIT}, the most this bot allows (you asked for 300)."
-    await bot.settings.update_guild(demo.guild.id, max_queue=50)  # stored under an older, larger config
+    await bot.prefs.update_guild(demo.guild.id, max_queue=50)  # stored under an older, larger config
     shown = await answer(sb, demo, "settings show")
     assert "**max_queue**: 20 (set to 50; the most this bot allows is 20)" in shown
 
 
 async def test_readout_reads_no_more_than_the_bots_text_limit(sb, demo, bot):
-    assert (await bot.settings.guild(demo.guild.id)).max_message_chars == 300  # the guild default, above 60
+    assert (await bot.prefs.guild(demo.guild.id)).max_message_chars == 300  # the guild default, above 60
     assert "read aloud" in await answer(sb, demo, "readout channel", channel=demo.general)
     it = await sb.slash(demo.alice, demo.general, "join")
     await it.wait_text(timeout=20)
@@ -62,5 +62,5 @@ async def test_voice_speed_and_pitch_bounds_and_reset_come_from_the_user_declara
     assert await answer(sb, demo, "voice settings", pitch=-12.5) == "Pitch goes from -12 to 12 semitones."
     assert await answer(sb, demo, "voice settings", speed=1.5, pitch=-2.0) == "Speed 1.5, pitch -2 semitones."
     assert await answer(sb, demo, "voice reset") == "Back to the default voice, speed and pitch."
-    prefs = await bot.settings.user(sb.owner.id)
+    prefs = await bot.prefs.user(sb.owner.id)
     assert (prefs.speed, prefs.pitch, prefs.active_voice_id) == (1.0, 0.0, None)

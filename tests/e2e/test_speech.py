@@ -213,7 +213,7 @@ async def test_join_another_channel_moves_the_bot_and_speech_follows(sb, demo, b
 
 
 async def test_queue_full_is_told_and_nothing_accepted_is_dropped(sb, demo, bot):
-    await bot.settings.update_guild(demo.guild.id, max_queue=2)
+    await bot.prefs.update_guild(demo.guild.id, max_queue=2)
     answers = []
     for i in range(5):
         _, text = await say(sb, demo.alice, demo.general, f"Message number {i} is a fairly long sentence to say.")

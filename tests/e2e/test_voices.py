@@ -90,7 +90,7 @@ async def test_register_use_speak_delete_and_matched_voice_is_closer(sb, demo, b
         from sqlalchemy import text as sql
         for table in ("voices", "voice_features", "voice_shares"):
             assert (await conn.execute(sql(f"SELECT count(*) FROM {table}"))).scalar() == 0
-    assert (await bot.settings.user(demo.alice.id)).active_voice_id is None
+    assert (await bot.prefs.user(demo.alice.id)).active_voice_id is None
 
 
 async def test_rejections_have_clear_reasons_and_store_nothing(sb, demo, bot):
@@ -150,7 +150,7 @@ async def test_only_the_owner_may_use_rename_delete_or_share_and_sharing_is_expl
     voice = await bot.voices.resolve(bob.id, demo.guild.id)
     assert voice.profile is None  # the share is gone: bob falls back to the default voice
     # a guild that forbids custom voices
-    await bot.settings.update_guild(demo.guild.id, custom_voices=False)
+    await bot.prefs.update_guild(demo.guild.id, custom_voices=False)
     it = await sb.slash(demo.alice, demo.general, "voice use", name="secret")
     assert "does not allow custom voices" in await it.wait_text()
     assert info.id
