@@ -27,6 +27,7 @@ Otherwise `voice.name` is sent as is ("default", an OpenAI name, a server voice)
 from __future__ import annotations
 
 import asyncio
+import collections
 import io
 import json
 import logging
@@ -53,6 +54,7 @@ _ERROR_BODY_LIMIT = 65_536
 # A server lacking a voice gets its clip, then the segment is asked again; behind a load balancer the
 # upload and the retry may reach different servers, so this happens at most this many times per segment.
 MAX_UPLOADS = 3
+MAX_ALIASES = 4096
 _RETRYABLE = (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError)
 _ConnectTimeout: type[BaseException] = getattr(aiohttp, "ConnectionTimeoutError", aiohttp.ServerTimeoutError)
 
@@ -68,6 +70,8 @@ class RemoteBackend:
         self._session: aiohttp.ClientSession | None = None
         self._warned_profile = False
         self._uploads: dict[str, asyncio.Future[str]] = {}  # voice id -> its upload in flight (one per voice)
+        # blob id -> the id the server gave the same upload (another API key is another tenant, so another id)
+        self._aliases: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class RemoteBackend:
         if prof is not None:
             registered = self._registered(voice)
             if registered is not None:
-                return registered.voice_id
+                return self._aliases.get(registered.voice_id, registered.voice_id)
             if not self._warned_profile:
                 self._warned_profile = True
                 log.warning("voice %s has no features for the remote backend (it was registered for %s); "
@@ -246,8 +250,11 @@ class RemoteBackend:
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             raise self._unreachable(exc) from exc
         vid = self._voice_id(answer)
-        if vid != voice.voice_id:  # another server version trims or hashes differently: speak it all the same
-            log.warning("voice server %s gave voice %s the id %s", self.url, voice.voice_id, vid)
+        if vid != voice.voice_id:  # registered with another key (tenant), or by a server that trims differently
+            log.info("voice server %s gave voice %s the id %s for this key", self.url, voice.voice_id, vid)
+            self._aliases[voice.voice_id] = vid
+            while len(self._aliases) > MAX_ALIASES:
+                self._aliases.popitem(last=False)
         return vid
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,

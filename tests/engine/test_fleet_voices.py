@@ -17,6 +17,7 @@ from engine.base import Voice, VoiceProfile
 from engine.factory import build_engine
 from engine.remote_voice import RemoteVoice
 from engine.server import registrar_for, serve_in_background
+from engine.server_auth import tenant_id
 from engine.settings import EngineSettings, RemoteSettings, ServerSettings
 from engine.streaming import StreamingEngine
 from engine.voice_store import VoiceStore
@@ -130,3 +131,33 @@ def test_store_is_an_lru_that_keeps_public_voices(tmp_path) -> None:
     store.set_public("v" + "d" * 16)
     with pytest.raises(VoiceStoreFull):
         add("v" + "e" * 16)
+
+
+async def _uploads_answered(url: str, key: str) -> float:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as s, s.get(url + "/metrics") as resp:
+        text = await resp.text()
+    line = next((ln for ln in text.splitlines() if ln.startswith('engine_server_requests_total{route="/v1/voices",status="200"}')), "x 0")
+    return float(line.split()[-1])
+
+
+async def test_a_voice_registered_with_one_key_is_spoken_with_another(local, tmp_path, monkeypatch) -> None:
+    """Each API key is a tenant with its own ids: a bot process with another key gives the server the clip
+    once, then speaks the voice under its own id without uploading again."""
+    monkeypatch.setenv("FLEET_KEY_A", "key-a")
+    monkeypatch.setenv("FLEET_KEY_B", "key-b")
+    clip = await asyncio.to_thread(espeak_clip)
+    store = VoiceStore(tmp_path)
+    async with serve_in_background(local, ServerSettings(port=0), api_key="key-a,key-b", voice_store=store) as url:
+        a, b = (build_engine(EngineSettings(backend="remote", remote=RemoteSettings(url=url, api_key_env=env)))
+                for env in ("FLEET_KEY_A", "FLEET_KEY_B"))
+        try:
+            reg = await a.register(clip, FIT, max_bytes=10_000_000)
+            voice = reg.voice(b.info)  # the same URL: the features a bot process with key B reads from the database
+            assert len(await b.synthesize_all("Hello there.", voice)) > 0
+            uploads = await _uploads_answered(url, "key-a")
+            assert len(await b.synthesize_all("Hello again. And a second sentence.", voice)) > 0
+            assert await _uploads_answered(url, "key-a") == uploads == 2  # A's registration and B's one upload
+        finally:
+            await a.close()
+            await b.close()
+    assert len(store) == 2 and {v.owner for v in store.list()} == {tenant_id("key-a"), tenant_id("key-b")}
