@@ -234,7 +234,8 @@ class RemoteBackend:
         if pending is None:
             pending = asyncio.ensure_future(self._upload(voice))
             self._uploads[voice.voice_id] = pending
-            pending.add_done_callback(lambda _: self._uploads.pop(voice.voice_id, None))
+            pending.add_done_callback(lambda f: (self._uploads.pop(voice.voice_id, None),
+                                                 f.cancelled() or f.exception()))  # retrieved: no "never retrieved"
         return await asyncio.shield(pending)
 
     async def _upload(self, voice: RemoteVoice) -> str:
