@@ -40,7 +40,7 @@ class LoggingSettings:
 
 @dataclass(frozen=True)
 class PluginSettings:
-    enabled: list[str] = field(default_factory=lambda: ["admin", "speech", "voices", "readout"])
+    enabled: list[str] = field(default_factory=lambda: ["admin", "speech", "voices", "readout", "dictionary"])
 
 
 @dataclass(frozen=True)

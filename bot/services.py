@@ -1,10 +1,11 @@
-"""Builds and stops the services plugins call: bot.speech, bot.voices (bot.prefs is built with the bot)."""
+"""Builds and stops the services plugins call: bot.speech, bot.voices, bot.dictionary (bot.prefs is built with the bot)."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+from bot.dictionary import DictionaryService
 from bot.metrics import BotMetrics
 from bot.speech.service import SpeechService
 from bot.voices import VoiceService
@@ -18,7 +19,9 @@ log = logging.getLogger(__name__)
 async def build_services(bot: VoiceBot) -> None:
     """Create the speech and voices services once the engine and database are ready."""
     bot.voices = VoiceService(bot.db, bot.engine, bot.config.voices, bot.prefs)
-    bot.speech = SpeechService(bot, bot.engine, bot.config, prefs=bot.prefs, voices=bot.voices)
+    bot.dictionary = DictionaryService(bot.db)
+    bot.speech = SpeechService(bot, bot.engine, bot.config, prefs=bot.prefs, voices=bot.voices,
+                               dictionary=bot.dictionary)
     bot.metrics = BotMetrics(bot)
     bot.speech.listeners.append(bot.metrics.observe)
     if bot.config.web.enabled:

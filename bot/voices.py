@@ -130,9 +130,10 @@ class VoiceService:
                 for i in infos]
 
     # -- registering ---------------------------------------------------------------------------------
-    async def download(self, url: str, declared_size: int) -> bytes:
-        """Fetch an attachment, refusing it before (declared size) and while (bytes received) over the cap."""
-        cap = self.settings.max_clip_bytes
+    async def download(self, url: str, declared_size: int, cap: int | None = None) -> bytes:
+        """Fetch an attachment, refusing it before (declared size) and while (bytes received) over the cap
+        (default: the clip size limit)."""
+        cap = self.settings.max_clip_bytes if cap is None else cap
         if declared_size > cap:
             raise UserError(f"That file is {declared_size / 1e6:.1f} MB; the limit is {cap / 1e6:.0f} MB.")
         if self._session is None or self._session.closed:

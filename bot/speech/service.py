@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import discord
 
 from bot import guild_options
+from bot.dictionary import apply as apply_dictionary
 from bot.config import Settings
 from bot.errors import UserError
 from bot.prefs import PrefsService
@@ -21,6 +22,7 @@ from bot.speech.text import TextOptions, truncate
 from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
+    from bot.dictionary import DictionaryService
     from bot.voices import VoiceService
 
 log = logging.getLogger(__name__)
@@ -32,13 +34,14 @@ class SpeechService:
     """What plugins call to speak: join, leave, enqueue, skip, stop, queue."""
 
     def __init__(self, client: discord.Client, engine: Engine, settings: Settings, *, prefs: PrefsService,
-                 voices: VoiceService | None) -> None:
+                 voices: VoiceService | None, dictionary: DictionaryService | None = None) -> None:
         self.client = client
         self.engine = engine
         self.config = settings
         self.settings = settings.speech
         self.prefs = prefs
         self.voices = voices
+        self.dictionary = dictionary
         self.speakers: dict[int, GuildSpeaker] = {}
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self._alone_checks: dict[int, asyncio.TimerHandle] = {}
@@ -106,7 +109,8 @@ class SpeechService:
         gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
         if order.names is None:
             order.names = await fetch_mentioned_members(order.text, guild)
-        text = self._spoken(order, gp)
+        words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
+        text = self._spoken(order, gp, words)
         voice = await self._voice(order)
         await self._place(order, gp)
         if order.admit is not None and not order.admit():
@@ -120,7 +124,7 @@ class SpeechService:
         except QueueFull as exc:
             raise Refusal(Reason.QUEUE_FULL, str(exc)) from None
 
-    def _spoken(self, order: SayOrder, gp) -> str:
+    def _spoken(self, order: SayOrder, gp, words: dict[str, str]) -> str:
         s = self.settings
         # the binding limit: a readout message is cut at the guild's max_length (never above the bot's
         # own speech.max_text_chars, see guild_options.effective); asked-for speech at the bot's limit
@@ -128,7 +132,7 @@ class SpeechService:
         if not order.cut_long and len(order.text) > limit:
             raise too_long(len(order.text), limit)
         options = TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers, max_chars=limit)
-        body = speakable_content(order.text, order.guild, options, order.names)
+        body = apply_dictionary(speakable_content(order.text, order.guild, options, order.names), words)
         text = truncate(order.frame(body) if order.frame is not None else body, s.max_text_chars)
         if not text:
             raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")

@@ -131,3 +131,13 @@ class GuildSettingsRow(Base):
     max_queue: Mapped[int] = mapped_column(Integer, default=_guild_default("max_queue"))
     custom_voices: Mapped[bool] = mapped_column(Boolean, default=_guild_default("custom_voices"))
     read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_guild_default("read_spoilers"))
+
+
+class DictionaryEntryRow(Base):
+    """A guild's pronunciation: a whole word (lowercase) and what is said instead."""
+
+    __tablename__ = "dictionary_entries"
+
+    guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    word: Mapped[str] = mapped_column(String(64), primary_key=True)
+    say_as: Mapped[str] = mapped_column(String(200))

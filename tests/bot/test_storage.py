@@ -10,7 +10,8 @@ from sqlalchemy import inspect, text
 from bot.storage import settings_repo, voices_repo
 from bot.storage.database import Database, downgrade_sync, upgrade, upgrade_sync
 
-TABLES = {"voices", "voice_features", "voice_shares", "user_settings", "member_settings", "guild_settings"}
+TABLES = {"voices", "voice_features", "voice_shares", "user_settings", "member_settings", "guild_settings",
+          "dictionary_entries"}
 
 
 async def _tables(url: str) -> set[str]:

@@ -1,8 +1,10 @@
-"""What the bot said: each finished utterance (guild, text, outcome) as bot.speech reports it."""
+"""What the bot said (each finished utterance as bot.speech reports it) and what a /say sounded like in the channel."""
 
 from __future__ import annotations
 
 import asyncio
+
+from tests.audio_util import mono
 
 
 class Heard:
@@ -35,3 +37,14 @@ class Heard:
     async def wait(self, guild, n: int, timeout: float = 60.0) -> None:
         """Until `n` utterances of `guild` have ended."""
         await self._until(lambda: len(self.of(guild)) >= n, timeout)
+
+
+async def heard_say(sb, demo, text: str):
+    """/say as the demo user; the channel's audio (mono float) once it is quiet again."""
+    capture = sb.capture(demo.guild)
+    capture.clear()
+    it = await sb.slash(demo.alice, demo.general, "say", text=text)
+    assert await it.wait_text(timeout=30) == "Speaking."
+    await capture.wait_for_audio(1.0, timeout=60)
+    await capture.wait_until_silent(0.8, timeout=60)
+    return mono(capture.pcm())

@@ -59,7 +59,11 @@ MATRIX = [
     case("settings role", {}, {"manager"}, MANAGE),
     case("readout channel", {"channel": "general"}, {"manager"}, MANAGE),
     case("readout off", {}, {"manager"}, MANAGE),
+    case("dictionary add", {"word": "gif", "say_as": "jif"}, {"manager"}, MANAGE),
+    case("dictionary remove", {"word": "gif"}, {"manager"}, MANAGE),
     # anyone
+    case("dictionary list"),
+    case("dictionary export"),
     case("settings show"),
     case("optout", after="optin"),
     case("optin"),
@@ -89,7 +93,7 @@ MATRIX = [
 GUILD_ONLY = [
     ("join", {}), ("leave", {}), ("say", {"text": "hi"}), ("skip", {}), ("stop", {}), ("queue", {}),
     ("nickname", {"name": "x"}), ("settings show", {}), ("settings set", {"setting": "xsaid", "value": "on"}),
-    ("settings role", {}), ("readout off", {}), ("voice preview", {"name": "secret"}),
+    ("settings role", {}), ("readout off", {}), ("voice preview", {"name": "secret"}), ("dictionary list", {}),
 ]
 DM_OK = [("optout", {}), ("optin", {}), ("voice list", {}), ("voice settings", {"speed": 1.0})]
 

@@ -17,19 +17,10 @@ from engine.server import serve_in_background
 from engine.settings import EngineSettings, ServerSettings
 from tests.audio_util import mono, rms, stretched_envelope_correlation
 from tests.e2e.conftest import make_settings
+from tests.e2e.recorders import heard_say
 
 pytestmark = pytest.mark.e2e
 TEXT = "Speech from the engine server, streamed to the bot and on into the voice channel."
-
-
-async def _heard(sb, demo, text):
-    capture = sb.capture(demo.guild)
-    capture.clear()
-    it = await sb.slash(demo.alice, demo.general, "say", text=text)
-    assert await it.wait_text(timeout=30) == "Speaking."
-    await capture.wait_for_audio(1.0, timeout=60)
-    await capture.wait_until_silent(0.8, timeout=60)
-    return mono(capture.pcm())
 
 
 async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
@@ -44,7 +35,7 @@ async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
             running = await start_bot(sb, sandbox_settings(settings, sb))
             try:
                 assert running.bot.engine.info.name == "remote"
-                heard = await _heard(sb, demo, TEXT)
+                heard = await heard_say(sb, demo, TEXT)
                 served_segments = server_engine.counters.segments_done
                 assert served_segments >= 1  # the speech really came from the server's engine
                 # Piper samples each phoneme's duration, so one reference rendering can be an outlier:
