@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -192,20 +191,25 @@ def test_plain_http_beyond_loopback_is_refused_unless_a_proxy_terminates_tls() -
     assert proc.stderr.strip().count("\n") == 0 and "--tls-cert" in proc.stderr
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
+def _self_signed(folder: Path) -> tuple[Path, Path, Path]:
+    """A test CA (trustme, a test dependency) and a server certificate for 127.0.0.1 it signed: (cert, key, ca)."""
+    import trustme
+
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    cert, key, ca_pem = folder / "cert.pem", folder / "key.pem", folder / "ca.pem"
+    server.cert_chain_pems[0].write_to_path(str(cert))
+    for extra in server.cert_chain_pems[1:]:
+        extra.write_to_path(str(cert), append=True)
+    server.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    return cert, key, ca_pem
 
 
 async def test_tls_serves_https(engine, tmp_path) -> None:
-    cert, key = await asyncio.to_thread(_self_signed, tmp_path)
+    cert, key, ca_pem = await asyncio.to_thread(_self_signed, tmp_path)
     settings = ServerSettings(port=0, max_input_chars=600, tls_cert=str(cert), tls_key=str(key))
-    client_ctx = ssl.create_default_context(cafile=str(cert))
+    client_ctx = ssl.create_default_context(cafile=str(ca_pem))
     async with serve_in_background(engine, settings, api_key="tls-key") as url:
         assert url.startswith("https://")
         headers = {"Authorization": "Bearer tls-key"}
