@@ -12,7 +12,7 @@ from bot.storage import voices_repo as repo
 from tests.bot.test_voice_service import service  # noqa: F401 - a fixture
 from tests.e2e.test_voices import FIT, espeak_clip
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 
 async def test_concurrent_registrations_stop_at_the_limit(service) -> None:  # noqa: F811
