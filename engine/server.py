@@ -9,7 +9,7 @@
     the `X-Sample-Rate` header.
   - `wav`: a WAV header with unknown sizes (0xFFFFFFFF), then the same PCM. The default when
     `response_format` is absent (OpenAI's default, mp3, is not offered).
-  - `opus`: Ogg/Opus at 48 kHz mono, encoded by libsndfile with ~100 ms Ogg pages.
+  - `opus`: Ogg/Opus at 48 kHz mono, encoded by libsndfile with ~100 ms Ogg pages (engine/encoders.py).
   - `mp3`, `aac`, `flac`: 400 "not supported by this server".
   - `model`: "default", an OpenAI model name (tts-1, tts-1-hd, gpt-4o-mini-tts) or the backend's
     name: all the same engine. `voice`: "default"; a voice the backend lists; a registered id
@@ -46,7 +46,6 @@ import logging
 import os
 import signal
 import ssl
-import struct
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -54,12 +53,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from engine.base import EngineError, SynthesisTimeout, TextRejected, Voice
+from engine.encoders import OPUS_RATE, encoder_for
 from engine.server_auth import Tenants, parse_keys, voice_id_for_tenant
 from engine.settings import EngineSettings, ServerSettings
 from engine.streaming import StreamingEngine
@@ -68,7 +67,6 @@ from engine.voice_store import StoredVoice, VoiceStore, VoiceStoreFull, clean_na
 log = logging.getLogger(__name__)
 
 OPENAI_RATE = 24_000
-OPUS_RATE = 48_000
 SAMPLE_RATES = (8_000, 16_000, 22_050, 24_000, 44_100, 48_000)
 FORMATS = ("pcm", "wav", "opus")
 MODELS = ("default", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -81,7 +79,6 @@ MAX_PITCH = 12.0
 MAX_TRANSCRIPT_BYTES = 8_000
 _JSON_OVERHEAD = 16_384
 _MULTIPART_OVERHEAD = 65_536
-_SFC_SET_OGG_PAGE_LATENCY_MS = 0x1302  # libsndfile >= 1.2
 OPEN_PATHS = frozenset({"/healthz"})
 TENANT = web.RequestKey("tenant", str)  # set by the auth middleware on every authenticated request
 
@@ -100,111 +97,6 @@ class ApiError(Exception):
     def response(self) -> web.Response:
         body = {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
         return web.json_response(body, status=self.status)
-
-
-# -- encoders ---------------------------------------------------------------------------------------
-
-
-class _PcmEncoder:
-    content_type = "audio/pcm"
-
-    def __init__(self, rate: int) -> None:
-        self.rate = rate
-
-    def header(self) -> bytes:
-        return b""
-
-    async def encode(self, pcm: bytes) -> bytes:
-        return pcm
-
-    async def finish(self) -> bytes:
-        return b""
-
-
-class _WavEncoder(_PcmEncoder):
-    content_type = "audio/wav"
-
-    def header(self) -> bytes:
-        """RIFF/WAVE, PCM s16 mono, both sizes 0xFFFFFFFF: the length is not known while streaming."""
-        unknown = 0xFFFFFFFF
-        fmt = struct.pack("<HHIIHH", 1, 1, self.rate, self.rate * 2, 2, 16)
-        return b"RIFF" + struct.pack("<I", unknown) + b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", unknown)
-
-
-class _Sink:
-    """A write-only file for libsndfile that hands out what was written since the last take()."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._pos = 0
-
-    def write(self, data: bytes) -> int:
-        self._buf += bytes(data)
-        self._pos += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if (whence in (1, 2) and offset == 0) or (whence == 0 and offset == self._pos):
-            return self._pos
-        raise OSError("the output stream cannot seek")
-
-    def read(self, n: int = -1) -> bytes:
-        return b""
-
-    def take(self) -> bytes:
-        out, self._buf = bytes(self._buf), bytearray()
-        return out
-
-
-class _OpusEncoder:
-    """Ogg/Opus through libsndfile; encoding runs in a thread (it is CPU work)."""
-
-    content_type = "audio/ogg"
-
-    def __init__(self) -> None:
-        import soundfile as sf
-
-        self.rate = OPUS_RATE
-        self._sink = _Sink()
-        self._file = sf.SoundFile(self._sink, "w", samplerate=OPUS_RATE, channels=1, format="OGG", subtype="OPUS")
-        try:  # short pages, so the stream is not held back a second at a time (private soundfile API)
-            from soundfile import _ffi, _snd
-
-            latency = _ffi.new("double*", 100.0)
-            _snd.sf_command(self._file._file, _SFC_SET_OGG_PAGE_LATENCY_MS, latency, _ffi.sizeof("double"))
-        except Exception:  # noqa: BLE001 - default pages (about 1 s) still stream
-            log.debug("cannot shorten Ogg pages", exc_info=True)
-
-    def header(self) -> bytes:
-        return b""
-
-    def _write(self, pcm: bytes) -> bytes:
-        self._file.write(np.frombuffer(pcm, dtype="<i2"))
-        return self._sink.take()
-
-    def _close(self) -> bytes:
-        self._file.close()
-        return self._sink.take()
-
-    async def encode(self, pcm: bytes) -> bytes:
-        return await asyncio.to_thread(self._write, pcm) if pcm else b""
-
-    async def finish(self) -> bytes:
-        return await asyncio.to_thread(self._close)
-
-    def close(self) -> None:
-        if not self._file.closed:
-            with contextlib.suppress(Exception):
-                self._file.close()
-
-
-def _encoder(fmt: str, rate: int) -> Any:
-    if fmt == "opus":
-        return _OpusEncoder()
-    return _WavEncoder(rate) if fmt == "wav" else _PcmEncoder(rate)
 
 
 # -- requests -----------------------------------------------------------------------------------------
@@ -447,7 +339,7 @@ def create_app(
             raise ApiError(429, "The voice server is busy; try again shortly.", type="rate_limit_error", code="server_busy")
         active += 1
         metrics.active.inc()
-        encoder = _encoder(req.fmt, req.rate)
+        encoder = encoder_for(req.fmt, req.rate)
         chunks = engine.stream(req.text, voice, key=client_key(request), rate=req.rate, channels=1)
         try:
             return await _stream(request, chunks, encoder, req, t0)
