@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import mimetypes
 import re
 import time
 from dataclasses import dataclass
@@ -120,6 +121,8 @@ class RestApi:
         for key, (filename, data, ctype) in files.items():
             idx = key[len("files["):-1] if key.startswith("files[") else key
             name = meta.get(idx, {}).get("filename") or filename or "file"
+            if ctype == "application/octet-stream":  # discord.py sends every file so; Discord types it by its name
+                ctype = mimetypes.guess_type(name)[0] or ctype
             out.append(self.sb.attachment(name, data, ctype))
         return out
 

@@ -49,7 +49,7 @@ class SayOrder:
     guild: discord.Guild
     author: discord.Member | discord.User
     text: str  # as written, Discord markup and all
-    kind: str = "say"  # say | preview | readout
+    kind: str = "say"  # say | preview | readout | tts | menu
     voice_name: str | None = None  # a voice the author may use; None: their active voice
     channel_id: int | None = None  # where it was asked
     message_id: int | None = None  # readout: a deleted message leaves the queue

@@ -14,6 +14,8 @@ from bot.dictionary import apply as apply_dictionary
 from bot.config import Settings
 from bot.errors import UserError
 from bot.prefs import PrefsService
+from bot.storage.settings_repo import GuildPrefs
+from bot.speech.audio_file import AudioFiles
 from bot.speech.connection import VoiceConnection
 from bot.speech.discord_text import fetch_mentioned_members, speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
@@ -43,6 +45,7 @@ class SpeechService:
         self.voices = voices
         self.dictionary = dictionary
         self.speakers: dict[int, GuildSpeaker] = {}
+        self.files = AudioFiles(engine)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self._alone_checks: dict[int, asyncio.TimerHandle] = {}
         client.add_listener(self._on_voice_state_update, "on_voice_state_update")
@@ -106,12 +109,7 @@ class SpeechService:
         (joining when the order allows: nothing is joined for an order refused anyway) and who may
         (require_voice), the caller's admission, the queue bound."""
         guild = order.guild
-        gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
-        if order.names is None:
-            order.names = await fetch_mentioned_members(order.text, guild)
-        words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
-        text = self._spoken(order, gp, words)
-        voice = await self._voice(order)
+        gp, text, voice = await self._what(order)
         await self._place(order, gp)
         if order.admit is not None and not order.admit():
             raise Refusal(Reason.NOT_ADMITTED, "Not now.")
@@ -123,6 +121,21 @@ class SpeechService:
             return self.enqueue(guild.id, request, limit=gp.max_queue)
         except QueueFull as exc:
             raise Refusal(Reason.QUEUE_FULL, str(exc)) from None
+
+    async def render(self, order: SayOrder) -> bytes:
+        """The order spoken into an Ogg/Opus file instead of a voice channel (/tts): the same text and voice
+        as say gives it (cleaned, the dictionary, within the limit), bounded by the guild's queue bound."""
+        gp, text, voice = await self._what(order)
+        return await self.files.render(order.guild.id, text, voice, limit=gp.max_queue)
+
+    async def _what(self, order: SayOrder) -> tuple[GuildPrefs, str, Voice]:
+        """The guild's effective options, what is spoken and in which voice (or a Refusal)."""
+        guild = order.guild
+        gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
+        if order.names is None:
+            order.names = await fetch_mentioned_members(order.text, guild)
+        words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
+        return gp, self._spoken(order, gp, words), await self._voice(order)
 
     def _spoken(self, order: SayOrder, gp, words: dict[str, str]) -> str:
         s = self.settings

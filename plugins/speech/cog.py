@@ -8,6 +8,7 @@ from discord.ext import commands
 
 from bot import checks
 from bot.errors import UserError, reply
+from bot.speech.audio_file import attachment
 from bot.speech.e2ee import wait_privacy_code
 from bot.speech.say import SayOrder
 
@@ -69,6 +70,17 @@ class SpeechCog(commands.Cog):
         position = self.speech.speaker(interaction.guild_id).position(utt)
         await reply(interaction, "Speaking." if position <= 1 else f"Queued: {position - 1} ahead of you.")
 
+    @app_commands.command(name="tts", description="Get text spoken as an audio file (no voice channel needed)")
+    @app_commands.describe(text="what to say", voice="one of your voices, or one shared with you")
+    @app_commands.guild_only()
+    async def tts(self, interaction: discord.Interaction, text: str, voice: str | None = None) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)  # synthesis takes longer than 3 s
+        data = await self.speech.render(SayOrder(
+            guild=interaction.guild, author=interaction.user, text=text, kind="tts", voice_name=voice,
+            channel_id=interaction.channel_id,
+        ))
+        await interaction.followup.send("Here it is.", file=attachment(data), ephemeral=True)
+
     @app_commands.command(name="skip", description="Skip what is being said now")
     @app_commands.guild_only()
     async def skip(self, interaction: discord.Interaction) -> None:
@@ -102,6 +114,7 @@ class SpeechCog(commands.Cog):
         await reply(interaction, "\n".join(lines), allowed_mentions=discord.AllowedMentions.none())
 
     @say.autocomplete("voice")
+    @tts.autocomplete("voice")
     async def _voice_names(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         voices = getattr(self.bot, "voices", None)
         if voices is None:

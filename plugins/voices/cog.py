@@ -8,6 +8,7 @@ from discord.ext import commands
 
 from bot.errors import UserError, reply
 from bot.user_options import BY_FIELD as USER_OPTIONS
+from bot.speech.audio_file import attachment
 from bot.speech.say import Join, SayOrder
 from plugins.voices.confirm import ask
 
@@ -88,7 +89,7 @@ class VoicesCog(commands.Cog):
         s, p = await self.voices.set_speed_pitch(interaction.user.id, speed, pitch)
         await reply(interaction, f"Speed {s:g}, pitch {p:+g} semitones.")
 
-    @group.command(name="preview", description="Hear a voice in the voice channel")
+    @group.command(name="preview", description="Hear a voice in the voice channel (or as a file when I'm not in one)")
     @app_commands.guild_only()
     async def preview(self, interaction: discord.Interaction, name: str, text: str = PREVIEW) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
@@ -96,10 +97,15 @@ class VoicesCog(commands.Cog):
         async def notify(message: str) -> None:
             await reply(interaction, message)
 
-        await self.bot.speech.say(SayOrder(
+        order = SayOrder(
             guild=interaction.guild, author=interaction.user, text=text, kind="preview", voice_name=name,
             channel_id=interaction.channel_id, join=Join.NEVER, notify=notify, label=f"preview of {name}",
-        ))
+        )
+        if not self.bot.speech.is_connected(interaction.guild_id):  # no voice channel: an audio file instead
+            data = await self.bot.speech.render(order)
+            await interaction.followup.send(f"{name!r} sounds like this.", file=attachment(data), ephemeral=True)
+            return
+        await self.bot.speech.say(order)
         await reply(interaction, f"Previewing {name!r} in the voice channel.")
 
     @group.command(name="rename", description="Rename one of your voices")

@@ -82,6 +82,7 @@ MATRIX = [
     case("voice use", {"name": "secret"}, {"voice_owner", "shared"}, NO_VOICE),
     case("voice preview", {"name": "secret", "text": "hi"}, {"voice_owner", "shared"}, NO_VOICE, after="stop"),
     case("say", {"text": "hello", "voice": "secret"}, {"voice_owner", "shared"}, NO_VOICE, after="stop"),
+    case("tts", {"text": "hello", "voice": "secret"}, {"voice_owner", "shared"}, NO_VOICE),
     # the voice's owner alone
     case("voice rename", {"name": "secret", "new_name": "secret"}, {"voice_owner"}, NOT_OWNED),
     case("voice delete", {"name": "secret"}, {"voice_owner"}, NOT_OWNED, after="cancel"),
@@ -94,6 +95,7 @@ GUILD_ONLY = [
     ("join", {}), ("leave", {}), ("say", {"text": "hi"}), ("skip", {}), ("stop", {}), ("queue", {}),
     ("nickname", {"name": "x"}), ("settings show", {}), ("settings set", {"setting": "xsaid", "value": "on"}),
     ("settings role", {}), ("readout off", {}), ("voice preview", {"name": "secret"}), ("dictionary list", {}),
+    ("tts", {"text": "hi"}),
 ]
 DM_OK = [("optout", {}), ("optin", {}), ("voice list", {}), ("voice settings", {"speed": 1.0})]
 
