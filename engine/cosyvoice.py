@@ -1,11 +1,14 @@
 """The `cosyvoice2` backend: zero-shot cloning with CosyVoice2-0.5B on the official CosyVoice Python API.
 
-Targets FunAudioLLM/CosyVoice main as of commit ace7c47 (2026-03-16), where `frontend_zero_shot` takes
-`prompt_wav` (a path or file, since 2025-12-08), and also the earlier API that took `prompt_speech_16k`
-(a 16 kHz tensor); which one is installed is read from the signature. The adapter uses the upstream
-objects for text normalization, the zero-shot frontend, the LLM job and token->wav, but runs each
-request's streaming loop itself so that the hop length is per request (upstream `CosyVoice2Model.tts`
-grows `self.token_hop_len` on the shared instance; PRs #1849/#1894). See docs/gpu.md.
+Runs on FunAudioLLM/CosyVoice from commit 6dd68b9 (2025-05-30) up to ace7c47 (2026-03-16, the one
+targeted): `token2wav(token, ..., token_offset, uuid, stream, finalize, speed)` without per-request TensorRT
+contexts, and `frontend_zero_shot(..., zero_shot_spk_id)` taking `prompt_wav` (a path, since 2025-12-08) or
+`prompt_speech_16k` (a 16 kHz tensor, before). Which prompt form is installed is read from the signature; an
+older clone (the 2025-03 code had a flow cache in `token2wav` and no speaker id in `frontend_zero_shot`) is
+refused by `check_api` naming the commit to check out. The adapter uses the upstream objects for text
+normalization, the zero-shot frontend, the LLM job and token->wav, but runs each request's streaming loop
+itself so that the hop length is per request (upstream `CosyVoice2Model.tts` grows `self.token_hop_len` on
+the shared instance; PRs #1849/#1894). See docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, TextRejected, Voice
+from engine import cosyvoice_default
+from engine.cosyvoice_device import bind_thread, check_device, cuda_index, place
 from engine.settings import CosyVoiceSettings
 
 log = logging.getLogger(__name__)
@@ -71,6 +76,8 @@ INSTALL_HINT = (
     "git clone --recursive https://github.com/FunAudioLLM/CosyVoice, pip install -r requirements.txt, and put "
     "the clone and its third_party/Matcha-TTS on PYTHONPATH (see docs/gpu.md, 'GPU deployment')"
 )
+MIN_COMMIT = "6dd68b9 (2025-05-30)"  # the oldest upstream commit whose API the adapter runs on
+TESTED_COMMIT = "ace7c47 (2026-03-16)"
 DOWNLOAD_HINT = (
     "download CosyVoice2-0.5B into it first, e.g. `python -c \"from modelscope import snapshot_download; "
     "snapshot_download('iic/CosyVoice2-0.5B', local_dir='DIR')\"` (or huggingface_hub with "
@@ -152,31 +159,6 @@ def check_model_dir(settings: CosyVoiceSettings) -> Path:
     return path
 
 
-def check_device(settings: CosyVoiceSettings) -> None:
-    """BackendUnavailable when a CUDA device is asked for and torch cannot see one."""
-    import torch
-
-    if not settings.device.startswith("cuda"):
-        if torch.cuda.is_available():
-            log.warning(
-                "engine.cosyvoice.device is %r, but upstream CosyVoice uses the GPU whenever one is visible; "
-                "set CUDA_VISIBLE_DEVICES= to keep it off the GPU",
-                settings.device,
-            )
-        return
-    if not torch.cuda.is_available():
-        raise BackendUnavailable(
-            "No CUDA device for the cosyvoice2 backend: install the CUDA build of torch "
-            "(pip install torch --index-url https://download.pytorch.org/whl/cu124, matching your driver), "
-            "check nvidia-smi, or set engine.cosyvoice.device = \"cpu\" (very slow)."
-        )
-    if ":" in settings.device:
-        index = int(settings.device.split(":", 1)[1])
-        if index >= torch.cuda.device_count():
-            raise BackendUnavailable(f"engine.cosyvoice.device is {settings.device}, but torch sees {torch.cuda.device_count()} GPU(s).")
-        torch.cuda.set_device(index)  # upstream places everything on the current CUDA device
-
-
 def import_cosyvoice() -> Any:
     """The upstream `cosyvoice.cli.cosyvoice` module, or BackendUnavailable saying how to install it."""
     try:
@@ -223,7 +205,7 @@ def _accepted(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
 def load_cosyvoice(settings: CosyVoiceSettings, workers: int = 1) -> tuple[Any, str]:
     """Load the upstream CosyVoice2 object from `settings.model_dir`; returns it and its version string."""
     path = check_model_dir(settings)
-    check_device(settings)
+    check_device(settings.device)
     module = import_cosyvoice()
     cls = getattr(module, "CosyVoice2", None)
     if cls is None:
@@ -241,7 +223,31 @@ def load_cosyvoice(settings: CosyVoiceSettings, workers: int = 1) -> tuple[Any, 
     log.info("loading CosyVoice2 from %s (%s)", path, kwargs)
     # an existing local folder is passed, so upstream never falls back to snapshot_download
     model = cls(str(path.resolve()), **kwargs)
+    index = cuda_index(settings.device)
+    if index is not None:
+        place(model, path, index)
     return model, upstream_version(module)
+
+
+def check_api(model: Any, version: str | None) -> None:
+    """BackendUnavailable, naming the commit to check out, for a clone older than the API the adapter runs on."""
+    problems = []
+    if "zero_shot_spk_id" not in inspect.signature(model.frontend.frontend_zero_shot).parameters:
+        problems.append("frontend_zero_shot takes no zero_shot_spk_id (added 2025-04-15)")
+    token2wav = getattr(model.model, "token2wav", None)
+    if token2wav is not None:
+        params = inspect.signature(token2wav).parameters
+        if "token_offset" not in params or "stream" not in params:
+            problems.append("token2wav takes no token_offset and stream (its flow-cache form, 2025-01-23 to 2025-05-27)")
+        if hasattr(model.model, "trt_context_dict"):
+            problems.append("token2wav needs a per-request TensorRT context (2025-04-16 to 2025-05-30)")
+    if problems:
+        raise BackendUnavailable(
+            f"This CosyVoice clone ({version or 'unknown commit'}) is older than the API the cosyvoice2 backend "
+            f"runs on: {'; '.join(problems)}. Check out commit {MIN_COMMIT} or later; {TESTED_COMMIT} is the one "
+            "targeted: git -C CosyVoice fetch && git -C CosyVoice checkout "
+            f"{TESTED_COMMIT.split()[0]} && git -C CosyVoice submodule update --init --recursive (docs/gpu.md)."
+        )
 
 
 # -- feature blobs ----------------------------------------------------------------------------------
@@ -282,6 +288,14 @@ def unpack_features(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]
     if arrays["prompt_speech_feat"].ndim != 3 or arrays["flow_embedding"].ndim != 2:
         raise unreadable
     return arrays, meta
+
+
+def _is_features(blob: bytes) -> bool:
+    try:
+        unpack_features(blob)
+    except EngineError:
+        return False
+    return True
 
 
 # -- per-request state -------------------------------------------------------------------------------
@@ -353,6 +367,7 @@ class CosyVoiceBackend:
         self.workers = max(1, workers)
         if model is None:
             model, version = (model_factory or load_cosyvoice)(self.settings, self.workers)
+        check_api(model, version)
         self.cv = model
         self.frontend = model.frontend
         self.model = model.model
@@ -360,6 +375,9 @@ class CosyVoiceBackend:
         self._lock = threading.Lock()
         self._speakers: OrderedDict[tuple[str, str], str] = OrderedDict()  # (voice_id, blob sha) -> spk id
         self._builtin = tuple(k for k in getattr(self.frontend, "spk2info", {}) if not str(k).startswith(SPEAKER_PREFIX))
+        self._cuda = cuda_index(self.settings.device)
+        self._default_blob: bytes | None = None  # the Piper-made default voice (cosyvoice_default.py), made once
+        self._default_lock = threading.Lock()
         self._prompt_arg = self._prompt_param()
         self._own_loop = self._has_internals()
         if not self._own_loop:
@@ -374,7 +392,6 @@ class CosyVoiceBackend:
         self._chunk = max(1, self._max_hop // 4)
         self._scale = float(getattr(m, "stream_scale_factor", 2))
         self._lookahead = int(getattr(getattr(m, "flow", None), "pre_lookahead_len", 3))
-        self._token2wav_stream = "stream" in inspect.signature(m.token2wav).parameters if self._own_loop else False
         self._vllm = hasattr(getattr(m, "llm", None), "vllm")
         model_name = Path(self.settings.model_dir).name if self.settings.model_dir else "model"
         self.info = BackendInfo(
@@ -382,7 +399,7 @@ class CosyVoiceBackend:
             version=f"cosyvoice {version or 'unknown'}; {model_name}; features v{FEATURES_FORMAT}",
             sample_rate=self.sample_rate,
             clones=True,
-            voices=self._builtin,
+            voices=self._builtin or (cosyvoice_default.VOICE_ID,),
         )
         self._log_capacity()
 
@@ -433,6 +450,7 @@ class CosyVoiceBackend:
         if not np.all(np.isfinite(clip)):
             raise EngineError("The reference clip holds invalid samples.")
         clip = np.clip(clip, -1.0, 1.0)
+        bind_thread(self._cuda)
         prompt_text = self.frontend.text_normalize(transcript, split=False, text_frontend=True)
         try:
             with self._prompt(clip) as prompt:
@@ -490,9 +508,25 @@ class CosyVoiceBackend:
             table.pop(old, None)
         return spk
 
+    def _default_features(self) -> bytes:
+        """The default voice's blob when the model has no built-in speaker (see engine/cosyvoice_default.py)."""
+        with self._default_lock:
+            if self._default_blob is None:
+                log.info("this CosyVoice2 model has no built-in voice; making the default voice from the Piper prompt")
+                self._default_blob = cosyvoice_default.default_features(
+                    self.extract_features, self.info.version, _is_features,
+                )
+            return self._default_blob
+
     def _model_input(self, piece: str, voice: Voice) -> dict[str, Any]:
         """The model's input for one normalized piece of text, from the speaker table only."""
+        default = None
+        if voice.profile is None and not self._builtin and voice.name in ("", cosyvoice_default.VOICE_ID):
+            default = self._default_features()  # outside _lock: it may run the frontend
         with self._lock:
+            if default is not None:
+                spk = self._register(cosyvoice_default.VOICE_ID, default)
+                return self.frontend.frontend_zero_shot(piece, "", None, self.sample_rate, spk)
             profile = voice.profile
             if profile is not None:
                 if profile.backend != NAME:
@@ -505,9 +539,7 @@ class CosyVoiceBackend:
                 return self.frontend.frontend_zero_shot(piece, "", None, self.sample_rate, spk)
             name = voice.name if voice.name in self._builtin else (self._builtin[0] if self._builtin and voice.name in ("", "default") else None)
             if name is None:
-                if self._builtin:
-                    raise EngineError(f"Unknown voice {voice.name!r}; this engine has: {', '.join(self._builtin)}.")
-                raise EngineError("This CosyVoice2 model has no built-in voice: register your own voice to use it.")
+                raise EngineError(f"Unknown voice {voice.name!r}; this engine has: {', '.join(self.info.voices)}.")
             entry = self.frontend.spk2info[name]
             if "prompt_speech_feat" in entry or "llm_prompt_speech_token" in entry:
                 return self.frontend.frontend_zero_shot(piece, "", None, self.sample_rate, name)
@@ -525,6 +557,7 @@ class CosyVoiceBackend:
             raise EngineError(f"Speed must be between {MIN_SPEED:g} and {MAX_SPEED:g} for this voice engine.")
         # upstream changes speed by stretching the whole mel, so a request at another speed is not streamed
         stream = self.settings.streaming and abs(speed - 1.0) < 1e-6
+        bind_thread(self._cuda)
         try:
             pieces = [p for p in self.frontend.text_normalize(text, split=True, text_frontend=True) if str(p).strip()]
             if not pieces:
@@ -590,9 +623,8 @@ class CosyVoiceBackend:
                 "token_offset": offset,
                 "uuid": req.rid,
                 "finalize": finalize,
+                "stream": stream and not finalize,
             }
-            if self._token2wav_stream:
-                kwargs["stream"] = stream and not finalize
             if finalize and not stream:
                 kwargs["speed"] = speed
             return self._audio(m.token2wav(**kwargs))
@@ -635,6 +667,7 @@ class CosyVoiceBackend:
     def _llm(self, req: _Request, tokens: _TokenList, args: tuple[Any, ...]) -> None:
         """Upstream's llm_job in our thread, so an error or a stop reaches the streaming loop."""
         try:
+            bind_thread(self._cuda)
             self.model.llm_job(*args)
         except _Stop:
             pass

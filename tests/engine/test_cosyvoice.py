@@ -2,8 +2,11 @@
 
 The double stands only for upstream's `CosyVoice2` object, its `.frontend` (CosyVoiceFrontEnd) and its
 `.model` (CosyVoice2Model): the calls and attributes the adapter relies on, with upstream's shapes
-(25 Hz int32 speech tokens, 2x mel frames, 192-d embeddings, 24 kHz output). The adapter code under
-test is the real one.
+(25 Hz int32 speech tokens, 2x mel frames, 192-d embeddings, 24 kHz output) and upstream's chunk sizes:
+`token2wav` holds back HiFT's cache overlap (8 mel frames, 3,840 samples) from every streamed chunk and
+adds it to the next, so a 15-token first hop yields 10,560 samples. Those numbers were measured once on
+upstream's real CosyVoice2Model (ace7c47) with a tiny random HiFTGenerator on the CPU: hops 15, 35, 50 and
+a 20-token tail gave 10,560, 33,600, 48,000 and 23,040 samples. The adapter code under test is the real one.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import soundfile
 import torch
 
 from engine import cosyvoice as cv
+from engine import cosyvoice_device
 from engine.base import BackendUnavailable, CancelToken, EngineError, TextRejected, Voice, VoiceProfile
 from engine.cosyvoice import CosyVoiceBackend
 from engine.settings import CosyVoiceSettings
 
 RATE = 24_000
 SAMPLES_PER_TOKEN = RATE // 25  # 960: one 25 Hz speech token of 24 kHz audio
+HIFT_CACHE = 8 * 480  # upstream's source_cache_len: 8 mel frames of 480 samples, held back until the next chunk
 LOOKAHEAD = 3
 TEXT = "The quick brown fox jumps over the lazy dog near the river bank today."
 
@@ -46,6 +51,7 @@ class FakeFrontEnd:
         self.device = torch.device("cpu")
         self.speech_calls = 0  # runs of the speech frontend (speech tokenizer, CAM++, mel)
         self.prompts: list[object] = []  # what each speech-frontend run was given as the prompt
+        self.prompt_speech: list[np.ndarray] = []  # and the 16 kHz samples it read from it
 
     def text_normalize(self, text: str, split: bool = True, text_frontend: bool = True) -> list[str] | str:
         text = text.strip()
@@ -84,6 +90,7 @@ class FakeFrontEnd:
             self.prompts.append(prompt_wav)
             speech, rate = soundfile.read(prompt_wav, dtype="float32")
             assert rate == 16000 and speech.ndim == 1
+            self.prompt_speech.append(speech)
         return self._zero_shot(tts_text, prompt_text, speech, zero_shot_spk_id)
 
     def frontend_sft(self, tts_text: str, spk_id: str) -> dict[str, torch.Tensor]:
@@ -106,8 +113,9 @@ class FakeLegacyFrontEnd(FakeFrontEnd):
 
 class FakeModel:
     """Test double of upstream CosyVoice2Model: per-request dicts under `lock`, `llm_job` appending
-    25 Hz tokens, `token2wav` returning 960 samples a token, and `tts` with upstream's habit of growing
-    `self.token_hop_len` on the shared instance."""
+    25 Hz tokens, `token2wav` returning 960 samples a token less the HiFT overlap it holds back (released
+    with the next chunk), and `tts` with upstream's habit of growing `self.token_hop_len` on the shared
+    instance."""
 
     def __init__(self, tokens_per_char: int = 2, token_delay: float = 0.0) -> None:
         self.lock = threading.Lock()
@@ -150,8 +158,13 @@ class FakeModel:
         if self.fail_token2wav is not None:
             exc, self.fail_token2wav = self.fail_token2wav, None
             raise exc
-        new = token.shape[1] - token_offset - (0 if finalize else LOOKAHEAD)
-        return torch.full((1, int(new * SAMPLES_PER_TOKEN / speed)), 0.1)
+        new = (token.shape[1] - token_offset - (0 if finalize else LOOKAHEAD)) * SAMPLES_PER_TOKEN
+        held = self.hift_cache_dict[uuid]
+        if not finalize:  # upstream keeps the last 8 mel frames and their audio for the next call's cross-fade
+            self.hift_cache_dict[uuid] = {"speech": HIFT_CACHE}
+            return torch.full((1, new + (HIFT_CACHE if held else 0) - HIFT_CACHE), 0.1)
+        assert speed == 1.0 or held is None, "speed change only support non-stream inference mode"
+        return torch.full((1, int((new + (HIFT_CACHE if held else 0)) / speed)), 0.1)
 
     def tts(self, text, flow_embedding, llm_embedding=None, prompt_text=None, llm_prompt_speech_token=None,  # noqa: ANN001
             flow_prompt_speech_token=None, prompt_speech_feat=None, stream=False, speed=1.0, **kwargs):  # fmt: skip
@@ -188,12 +201,44 @@ class FakeCosyVoice2:
         self.model = FakeModel(**model_kwargs)  # type: ignore[arg-type]
 
 
+class FakeFrontEnd202503(FakeFrontEnd):
+    """Test double of the frontend of the 2025-03 code: no zero_shot_spk_id."""
+
+    def frontend_zero_shot(self, tts_text, prompt_text, prompt_speech_16k, resample_rate):  # noqa: ANN001
+        return self._zero_shot(tts_text, prompt_text, prompt_speech_16k[0].numpy(), "")
+
+
+class FakeModel202503(FakeModel):
+    """Test double of CosyVoice2Model of the 2025-03 code: `token2wav` with a flow cache, no token_offset."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flow_cache_dict: dict[str, object] = {}
+
+    def token2wav(self, token, prompt_token, prompt_feat, embedding, uuid, finalize=False, speed=1.0):  # noqa: ANN001
+        raise AssertionError("the adapter must refuse this release before synthesis")
+
+
+class FakeModelTrtContexts(FakeModel):
+    """Test double of CosyVoice2Model from 2025-04-16 to 2025-05-30: token2wav enters `trt_context_dict[uuid]`,
+    which only upstream's own `tts` fills."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trt_context_dict: dict[str, object] = {}
+
+
 # -- helpers --------------------------------------------------------------------------------------------
 
 
 def clip(seconds: float = 4.0, freq: float = 180.0) -> np.ndarray:
     t = np.arange(int(16000 * seconds)) / 16000
     return (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):  # noqa: ANN001, ANN202 - the default voice's cache goes to a temp folder
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def backend(fake: FakeCosyVoice2 | None = None, **settings: object) -> CosyVoiceBackend:
@@ -360,17 +405,110 @@ def test_speaker_table_is_lru_bounded():
     assert list(fake.frontend.spk2info) == ["builtin"]
 
 
-def test_without_a_profile_the_builtin_speaker_or_a_clear_error():
-    with pytest.raises(EngineError, match="no built-in voice: register your own voice"):
-        list(backend().synthesize(TEXT, Voice()))
+def test_without_a_profile_the_builtin_speaker():
     fake = FakeCosyVoice2()
     fake.frontend.spk2info["narrator"] = {"embedding": torch.ones(1, 192)}
     b = backend(fake)
     assert b.info.voices == ("narrator",)
     assert len(np.concatenate(list(b.synthesize(TEXT, Voice())))) > 0
     assert fake.model.token2wav_calls[0]["prompt_token"].shape == (1, 0)
-    with pytest.raises(EngineError, match="Unknown voice 'nobody'"):
+    assert fake.frontend.speech_calls == 0  # a built-in speaker needs no default voice
+    with pytest.raises(EngineError, match="Unknown voice 'nobody'; this engine has: narrator"):
         list(b.synthesize(TEXT, Voice(name="nobody")))
+
+
+def test_a_model_without_speakers_speaks_the_piper_made_default_voice(tmp_path):  # noqa: ANN001
+    fake = FakeCosyVoice2()  # like the stock CosyVoice2-0.5B download: no spk2info.pt, an empty table
+    b = backend(fake)
+    assert b.info.voices == ("default",)
+    audio = np.concatenate(list(b.synthesize(TEXT, Voice())))
+    assert len(audio) == len(TEXT) * 2 * SAMPLES_PER_TOKEN
+    assert fake.frontend.speech_calls == 1  # the zero-shot frontend ran once, on the Piper prompt
+    prompt, rate = fake.frontend.prompt_speech[0], 16000
+    assert 3.0 < len(prompt) / rate < 12.0  # Piper's reading of the fixed sentence
+    assert float(np.sqrt(np.mean(prompt**2))) > 0.01  # speech, not silence
+    call = fake.model.token2wav_calls[0]
+    assert call["prompt_token"].shape[1] == int(len(prompt) / 16000 * 25)  # spoken from those features
+    list(b.synthesize("Again.", Voice(name="default")))
+    assert fake.frontend.speech_calls == 1  # made once per process
+    [cached] = list((tmp_path / "cache" / "voicebot" / "cosyvoice-default").glob("*.npz"))
+    assert cv.unpack_features(cached.read_bytes())[1]["transcript"] == cv.cosyvoice_default.SENTENCE
+
+    fresh = FakeCosyVoice2()  # the next start: from the cache, neither Piper nor the frontend
+    list(backend(fresh).synthesize(TEXT, Voice()))
+    assert fresh.frontend.speech_calls == 0
+
+    cached.write_bytes(b"damaged")
+    again = FakeCosyVoice2()
+    list(backend(again).synthesize(TEXT, Voice()))
+    assert again.frontend.speech_calls == 1 and cv.unpack_features(cached.read_bytes())
+    with pytest.raises(EngineError, match="Unknown voice 'nobody'; this engine has: default"):
+        list(b.synthesize(TEXT, Voice(name="nobody")))
+
+
+# -- the upstream API window ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("frontend", "model", "why"),
+    [
+        (FakeFrontEnd202503, FakeModel202503, "no zero_shot_spk_id.*no token_offset and stream"),
+        (FakeLegacyFrontEnd, FakeModelTrtContexts, "per-request TensorRT context"),
+    ],
+)
+def test_an_older_clone_is_refused_naming_the_commit_it_needs(frontend, model, why):  # noqa: ANN001
+    fake = FakeCosyVoice2()
+    fake.frontend, fake.model = frontend(), model()
+    with pytest.raises(BackendUnavailable, match=f"older than the API.*{why}.*Check out commit 6dd68b9 \\(2025-05-30\\) or later.*checkout ace7c47"):
+        backend(fake)
+
+
+# -- one GPU for every part ----------------------------------------------------------------------------------
+
+
+def test_a_cuda_index_puts_every_part_on_that_gpu(tmp_path, monkeypatch):  # noqa: ANN001
+    current: list[tuple[str, int]] = []  # (thread, GPU) per torch.cuda.set_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: current.append((threading.current_thread().name, i)))
+    sessions: list[tuple[str, int]] = []
+
+    def session_double(path: str, index: int) -> object:  # stands for an onnxruntime CUDA session (no GPU here)
+        sessions.append((path.rsplit("/", 1)[-1], index))
+        return object()
+
+    made: list[FakeCosyVoice2] = []
+
+    def construct(model_dir: str, **kwargs: object) -> FakeCosyVoice2:
+        assert current and current[-1][1] == 1  # upstream builds on the current device: it must already be 1
+        made.append(FakeCosyVoice2())
+        return made[-1]
+
+    mod = types.ModuleType("cosyvoice.cli.cosyvoice")
+    mod.CosyVoice2 = construct  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cosyvoice", types.ModuleType("cosyvoice"))
+    monkeypatch.setitem(sys.modules, "cosyvoice.cli", types.ModuleType("cosyvoice.cli"))
+    monkeypatch.setitem(sys.modules, "cosyvoice.cli.cosyvoice", mod)
+    monkeypatch.setattr(cosyvoice_device, "cuda_session", session_double)
+    d = full_model_dir(tmp_path)
+    b = CosyVoiceBackend(CosyVoiceSettings(model_dir=str(d), device="cuda:1"))
+    fake = made[0]
+    assert fake.frontend.device == torch.device("cuda", 1) and fake.model.device == torch.device("cuda", 1)
+    assert sorted(sessions) == [("campplus.onnx", 1), ("speech_tokenizer_v2.onnx", 1)]
+
+    fake.frontend.device = torch.device("cpu")  # the double's tensors stay on the CPU for the synthesis below
+    voice = profile(b, "v", b.extract_features(clip(), 16000, "Hello."))
+    current.clear()
+    result: list[np.ndarray] = []
+    worker = threading.Thread(target=lambda: result.extend(b.synthesize(TEXT, voice)), name="pool-worker")
+    worker.start()
+    worker.join(30)
+    assert result
+    assert ("pool-worker", 1) in current and ("cosyvoice-llm", 1) in current  # each thread binds GPU 1 itself
+    assert {i for _, i in current} == {1}
+
+    with pytest.raises(BackendUnavailable, match="cuda:2, but torch sees 2 GPU"):
+        CosyVoiceBackend(CosyVoiceSettings(model_dir=str(d), device="cuda:2"))
 
 
 # -- streaming and hop length -------------------------------------------------------------------------------
@@ -382,7 +520,7 @@ def test_streaming_yields_each_chunk_as_the_model_produces_it():
     fake.model.gate, fake.model.gate_after = threading.Event(), 30
     gen = b.synthesize(TEXT, voice)
     first = next(gen)  # the LLM is held after 30 tokens: this chunk cannot have waited for the rest
-    assert len(first) == 15 * SAMPLES_PER_TOKEN  # first_hop_len tokens
+    assert len(first) == 10_560  # first_hop_len (15) tokens less HiFT's held-back overlap, as upstream measured
     assert fake.model.llm_jobs_finished == 0
     fake.model.gate.set()
     rest = list(gen)
@@ -430,7 +568,7 @@ def test_concurrent_requests_both_get_small_first_chunks():
         t.join(30)
     assert not errors
     assert first_chunks(fake.model) == [15, 15]
-    assert all(len(r[0]) == 15 * SAMPLES_PER_TOKEN for r in results)
+    assert all(len(r[0]) == 15 * SAMPLES_PER_TOKEN - HIFT_CACHE for r in results)
     assert len({sum(map(len, r)) for r in results}) == 1
     assert model_is_clean(fake.model)
 
