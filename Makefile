@@ -1,6 +1,6 @@
 # The two commands of README.md: `make run` and `make test` (the suite, under 10 minutes on 2 cores);
 # `make test-slow` runs the multi-process and smoke tests marked slow. CI runs both.
-.PHONY: run test test-slow bench sandbox lock
+.PHONY: run test test-slow bench sandbox lock engine-gpu
 
 run:
 	@bash scripts/setup.sh run
@@ -26,3 +26,6 @@ bench:
 
 lock:  # resolve pyproject.toml anew and rewrite requirements.lock (commit both together)
 	@bash scripts/lock.sh
+
+engine-gpu:  # .venv-gpu: the GPU engine server's own environment (CosyVoice's pins); COSYVOICE_DIR=clone (docs/gpu.md)
+	@bash scripts/setup_gpu.sh
