@@ -14,6 +14,7 @@ MAX_ENTRIES = 500  # per guild
 MAX_WORD_CHARS = 40
 MAX_SAY_AS_CHARS = 100
 MAX_IMPORT_BYTES = 200_000
+MAX_NAME_CHARS = 40  # how a user's own name is said (/voice name)
 # a word as the dictionary sees it: letters, digits, underscore, and ' or - inside it
 WORD = re.compile(r"\w+(?:['\-]\w+)*")
 
@@ -31,10 +32,23 @@ def check_entry(word: str, say_as: str) -> tuple[str, str]:
     if not key or len(key) > MAX_WORD_CHARS or not WORD.fullmatch(key):
         raise UserError(f"A dictionary word is one word of up to {MAX_WORD_CHARS} letters or digits "
                         "(' and - allowed inside it).")
-    spoken = " ".join("".join(c if c.isprintable() else " " for c in (say_as or "")).split())
+    spoken = _printable(say_as)
     if not spoken or len(spoken) > MAX_SAY_AS_CHARS:
         raise UserError(f"Say what it should sound like in 1 to {MAX_SAY_AS_CHARS} characters.")
     return key, spoken
+
+
+def check_spoken_name(say_as: str | None) -> str | None:
+    """How a user's name is said, cleaned (None: as written), or a UserError saying the bound."""
+    spoken = _printable(say_as)
+    if len(spoken) > MAX_NAME_CHARS:
+        raise UserError(f"Say how your name sounds in at most {MAX_NAME_CHARS} characters.")
+    return spoken or None
+
+
+def _printable(text: str | None) -> str:
+    """One line of printable characters, runs of blanks made one space."""
+    return " ".join("".join(c if c.isprintable() else " " for c in (text or "")).split())
 
 
 def parse_import(data: bytes) -> dict[str, str]:

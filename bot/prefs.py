@@ -59,3 +59,13 @@ class PrefsService:
     async def set_nickname(self, guild_id: int, user_id: int, nickname: str | None) -> None:
         await repo.set_nickname(self.db, guild_id, user_id, nickname)
         self._nicknames[(guild_id, user_id)] = nickname
+
+    async def spoken_name(self, guild_id: int, user_id: int) -> str | None:
+        """How this user's name is said here when they chose: their /nickname in this guild, else how they
+        said their name sounds (/voice name); None: their display name, as written."""
+        return await self.nickname(guild_id, user_id) or (await self.user(user_id)).name_say_as
+
+    async def spoken_names(self, guild_id: int, user_ids: list[int]) -> dict[int, str]:
+        """spoken_name of each user who chose one (the ids are bounded by the caller)."""
+        names = {uid: await self.spoken_name(guild_id, uid) for uid in user_ids}
+        return {uid: name for uid, name in names.items() if name}

@@ -153,7 +153,7 @@ class ReadoutService:
         return Decision(False, skip, told=await self._tell(message, tell, text))
 
     async def _spoken_name(self, message: discord.Message, member) -> str:
-        nick = await self.bot.prefs.nickname(message.guild.id, message.author.id)
+        nick = await self.bot.prefs.spoken_name(message.guild.id, message.author.id)
         raw = nick or (member.display_name if member is not None else message.author.display_name)
         options = TextOptions(emoji="skip", max_chars=40)
         return speakable_content(raw, None, options) or "someone"

@@ -309,10 +309,10 @@ class Sandbox:
         return [dict(c) for c in self._commands.get(key, [])]
 
     def _store_commands(self, guild_id: Optional[int], body: list) -> list:
-        old = {c["name"]: c for c in self._commands.get(guild_id, [])}
+        old = {(c["name"], c.get("type", 1)): c for c in self._commands.get(guild_id, [])}
         out = []
         for cmd in body:
-            prev = old.get(cmd["name"])
+            prev = old.get((cmd["name"], cmd.get("type", 1)))  # names are unique per type (a menu may share one)
             stored = {**cmd, "id": prev["id"] if prev else str(self._ids.next()),
                       "application_id": str(self.application_id), "version": str(self._ids.next())}
             stored.setdefault("type", 1)
@@ -328,7 +328,7 @@ class Sandbox:
         return await self._signal.wait_for(lambda: self.commands(guild), timeout, "command sync")
 
     def find_command(self, name: str, guild: Optional[Guild], type_: int = 1) -> dict:
-        top = name.split()[0]
+        top = name.split()[0] if type_ == 1 else name      # context-menu names hold spaces
         pools = ([self._commands.get(guild.id, [])] if guild else []) + [self._commands.get(None, [])]
         for pool in pools:
             for cmd in pool:
@@ -373,6 +373,20 @@ class Sandbox:
         guild = channel.guild if channel is not None else None
         cmd = self.find_command(name, guild)
         data = command_data(cmd, name, options, (guild, channel, user))
+        it = self._send_interaction(self._interaction_payload(2, user, channel, data), user, channel)
+        await asyncio.sleep(0)
+        return it
+
+    async def message_command(self, user: Target, message: Message, name: str) -> Interaction:
+        """Run the message context-menu command ``name`` (type 3) on ``message`` as ``user``, as Discord sends it:
+        ``data.target_id`` and the message in ``data.resolved.messages`` (content included, whatever the intents)."""
+        user = Guild.member_user(user)
+        channel = message.channel if message.channel.type != 1 else None
+        cmd = self.find_command(name, channel.guild if channel is not None else None, type_=3)
+        data = {"id": str(cmd["id"]), "name": cmd["name"], "type": 3, "target_id": str(message.id),
+                "resolved": {"messages": {str(message.id): message.to_json()}}}
+        if cmd.get("guild_id"):
+            data["guild_id"] = str(cmd["guild_id"])
         it = self._send_interaction(self._interaction_payload(2, user, channel, data), user, channel)
         await asyncio.sleep(0)
         return it

@@ -30,6 +30,11 @@ class RestCall:
     json: Any
 
 
+def _same_command(a: dict, b: dict) -> bool:
+    """Discord keys application commands by name and type (a slash command and a menu may share a name)."""
+    return a["name"] == b["name"] and a.get("type", 1) == b.get("type", 1)
+
+
 class HttpError(Exception):
     def __init__(self, status: int, code: int, message: str) -> None:
         super().__init__(message)
@@ -173,13 +178,13 @@ class RestApi:
 
     @_route("POST", r"/applications/{id}/commands")
     async def post_global(self, request, body, files, app):
-        cmds = [c for c in self.sb.commands(None) if c["name"] != body["name"]] + [body]
-        return 200, next(c for c in self.sb._store_commands(None, cmds) if c["name"] == body["name"])
+        cmds = [c for c in self.sb.commands(None) if not _same_command(c, body)] + [body]
+        return 200, next(c for c in self.sb._store_commands(None, cmds) if _same_command(c, body))
 
     @_route("POST", r"/applications/{id}/guilds/{id}/commands")
     async def post_guild(self, request, body, files, app, gid):
-        cmds = [c for c in self.sb.commands(int(gid)) if c["name"] != body["name"]] + [body]
-        return 200, next(c for c in self.sb._store_commands(int(gid), cmds) if c["name"] == body["name"])
+        cmds = [c for c in self.sb.commands(int(gid)) if not _same_command(c, body)] + [body]
+        return 200, next(c for c in self.sb._store_commands(int(gid), cmds) if _same_command(c, body))
 
     # ---- interactions --------------------------------------------------------------------------------------
     @_route("POST", r"/interactions/{id}/{token}/callback", auth=False)

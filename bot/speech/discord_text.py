@@ -28,6 +28,11 @@ def _ids(pattern: re.Pattern[str], content: str) -> list[int]:
     return out
 
 
+def mentioned_user_ids(content: str) -> list[int]:
+    """The users mentioned in `content`, each once, at most MAX_LOOKUPS of them."""
+    return _ids(_USER, content)
+
+
 def mentions_in(content: str, guild: discord.Guild | None, extra_users: dict[int, str] | None = None) -> Mentions:
     """Names for the mentions in `content`, from the guild's cache (unknown ones read generically)."""
     users: dict[int, str] = dict(extra_users or {})

@@ -51,6 +51,7 @@ class SayOrder:
     text: str  # as written, Discord markup and all
     kind: str = "say"  # say | preview | readout | tts | menu
     voice_name: str | None = None  # a voice the author may use; None: their active voice
+    voice_of: discord.Member | discord.User | None = None  # speak in this user's active voice (with their consent)
     channel_id: int | None = None  # where it was asked
     message_id: int | None = None  # readout: a deleted message leaves the queue
     join: Join = Join.AUTHOR

@@ -17,7 +17,7 @@ from bot.prefs import PrefsService
 from bot.storage.settings_repo import GuildPrefs
 from bot.speech.audio_file import AudioFiles
 from bot.speech.connection import VoiceConnection
-from bot.speech.discord_text import fetch_mentioned_members, speakable_content
+from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids, speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
 from bot.speech.speaker import GuildSpeaker, Outcome, QueueFull, Request, Utterance, frames_of
 from bot.speech.text import TextOptions, truncate
@@ -134,6 +134,7 @@ class SpeechService:
         gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
         if order.names is None:
             order.names = await fetch_mentioned_members(order.text, guild)
+        order.names.update(await self.prefs.spoken_names(guild.id, mentioned_user_ids(order.text)))  # their choice
         words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
         return gp, self._spoken(order, gp, words), await self._voice(order)
 
@@ -173,7 +174,7 @@ class SpeechService:
             if order.voice_name:
                 raise UserError("Custom voices are not available on this bot.")
             return Voice()
-        return await self.voices.resolve(order.author.id, order.guild.id, order.voice_name)
+        return await self.voices.resolve((order.voice_of or order.author).id, order.guild.id, order.voice_name)
 
     def enqueue(self, guild_id: int, request: Request, *, limit: int | None = None) -> Utterance:
         return self.speaker(guild_id).enqueue(request, limit=limit)

@@ -89,7 +89,7 @@ class VoiceShareRow(Base):
 
 
 class UserSettingsRow(Base):
-    """A user's choices, in every guild: active voice, speed, pitch, opt-out."""
+    """A user's choices, in every guild: voice, speed, pitch, opt-out, lending the voice, how the name is said."""
 
     __tablename__ = "user_settings"
 
@@ -101,6 +101,8 @@ class UserSettingsRow(Base):
     speed: Mapped[float] = mapped_column(Float, default=_user_default("speed"))
     pitch: Mapped[float] = mapped_column(Float, default=_user_default("pitch"))
     opted_out: Mapped[bool] = mapped_column(Boolean, default=_user_default("opted_out"))
+    lend_voice: Mapped[bool] = mapped_column(Boolean, default=_user_default("lend_voice"))
+    name_say_as: Mapped[str | None] = mapped_column(String(64), nullable=True, default=_user_default("name_say_as"))
 
 
 class MemberSettingsRow(Base):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.dictionary import MAX_NAME_CHARS, check_spoken_name
 from bot.errors import UserError, reply
 from bot.user_options import BY_FIELD as USER_OPTIONS
 from bot.speech.audio_file import attachment
@@ -88,6 +91,21 @@ class VoicesCog(commands.Cog):
                        pitch: float | None = None) -> None:
         s, p = await self.voices.set_speed_pitch(interaction.user.id, speed, pitch)
         await reply(interaction, f"Speed {s:g}, pitch {p:+g} semitones.")
+
+    @group.command(name="lend", description="Let others have your messages spoken in your voice (\"Speak in their voice\")")
+    @app_commands.describe(state=USER_OPTIONS["lend_voice"].help)
+    async def lend(self, interaction: discord.Interaction, state: Literal["on", "off"]) -> None:
+        await self.bot.prefs.update_user(interaction.user.id, lend_voice=state == "on")
+        await reply(interaction, "Others may now have your messages spoken in your voice. /voice lend off undoes it."
+                    if state == "on" else "Only you can have your messages spoken in your voice now.")
+
+    @group.command(name="name", description="How your name is said, in every server (empty: as written)")
+    @app_commands.describe(say_as=f"what to say for your name, up to {MAX_NAME_CHARS} characters")
+    async def name_(self, interaction: discord.Interaction, say_as: str | None = None) -> None:
+        spoken = check_spoken_name(say_as)
+        await self.bot.prefs.update_user(interaction.user.id, name_say_as=spoken)
+        await reply(interaction, f"Your name is now said as {discord.utils.escape_markdown(spoken)}." if spoken
+                    else "Your name is said as written again.", allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="preview", description="Hear a voice in the voice channel (or as a file when I'm not in one)")
     @app_commands.guild_only()

@@ -1,4 +1,5 @@
-"""Pronunciation dictionary rules: whole words, case-insensitive, linear on hostile text, bounded, import checked."""
+"""Pronunciation dictionary rules: whole words, case-insensitive, linear on hostile text, bounded, import checked;
+how a user's own name is said."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 
 import pytest
 
-from bot.dictionary import MAX_ENTRIES, apply, check_entry, export, parse_import
+from bot.dictionary import (MAX_ENTRIES, MAX_IMPORT_BYTES, MAX_NAME_CHARS, apply, check_entry, check_spoken_name,
+                            export, parse_import)
 from bot.errors import UserError
 
 
@@ -37,6 +39,16 @@ def test_export_then_import_round_trips_and_bad_import_changes_nothing() -> None
     assert parse_import(export(entries)) == entries
     with pytest.raises(UserError, match="Nothing was imported"):
         parse_import(json.dumps({"gif": "jif", "two words": "x"}).encode())
-    for bad in (b"\xff\xfe", b"[1, 2]", b'{"a": 1}', json.dumps({f"w{i}": "x" for i in range(MAX_ENTRIES + 1)}).encode()):
+    for bad in (b"\xff\xfe", b"[1, 2]", b'{"a": 1}', json.dumps({f"w{i}": "x" for i in range(MAX_ENTRIES + 1)}).encode(),
+                b" " * (MAX_IMPORT_BYTES + 1), b"{not json"):
         with pytest.raises(UserError):
             parse_import(bad)
+
+
+def test_a_users_name_is_said_as_they_chose_within_the_bound() -> None:
+    assert check_spoken_name("  Shi\u200b  vawn\n ") == "Shi vawn"  # one line, blanks folded
+    assert check_spoken_name("Sh\x00ivawn") == "Sh ivawn"
+    assert check_spoken_name("") is None and check_spoken_name(None) is None and check_spoken_name(" \t") is None
+    assert check_spoken_name("x" * MAX_NAME_CHARS) == "x" * MAX_NAME_CHARS
+    with pytest.raises(UserError, match=str(MAX_NAME_CHARS)):
+        check_spoken_name("x" * (MAX_NAME_CHARS + 1))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import math
 import struct
 from typing import Optional
@@ -136,6 +137,11 @@ class MiniBot(commands.AutoShardedBot):
             if not stay:
                 await vc.disconnect()
             await interaction.followup.send(f"played {seconds}s")
+
+        @tree.context_menu(name="Quote this")
+        async def quote(interaction: discord.Interaction, message: discord.Message) -> None:
+            await interaction.response.send_message(f"{message.author.name} wrote: {message.content}",
+                                                    file=discord.File(io.BytesIO(message.content.encode()), "q.txt"))
 
         voice = app_commands.Group(name="voice", description="voices")
 

@@ -34,6 +34,21 @@ async def test_subcommand_with_attachment(sb, demo, bot):
     assert r.content == "registered me: 1004 bytes audio/wav" and r.ephemeral
 
 
+async def test_message_context_menu_with_a_file_answer(sb, demo, bot):
+    menu = sb.find_command("Quote this", demo.guild, type_=3)
+    assert menu["type"] == 3 and "options" not in menu
+    msg = await sb.post(demo.alice, demo.general, "to be quoted")
+    it = await sb.message_command(sb.owner, msg, "Quote this")
+    r = await it.wait_response(5)
+    assert r.content == "alice wrote: to be quoted"
+    att = r.message.attachments[0]
+    assert (att.filename, att.data, att.content_type) == ("q.txt", b"to be quoted", "text/plain")
+    with pytest.raises(CommandNotSynced):
+        await sb.message_command(demo.alice, msg, "Quote that")
+    with pytest.raises(CommandNotSynced):
+        await sb.slash(demo.alice, demo.general, "Quote this")
+
+
 async def test_unsynced_command_and_bad_option(sb, demo, bot):
     with pytest.raises(CommandNotSynced):
         await sb.slash(demo.alice, demo.general, "nope")
