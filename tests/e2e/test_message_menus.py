@@ -78,7 +78,7 @@ async def test_speak_in_their_voice_needs_the_authors_consent(sb, demo, bot):
     assert len(heard.items) == 2
 
 
-async def test_opted_out_empty_and_own_messages(sb, demo, bot):
+async def test_opted_out_empty_dm_and_own_messages(sb, demo, bot):
     heard = Heard(bot)
     carol = sb.user("carol")
     demo.guild.add_member(carol)
@@ -90,6 +90,9 @@ async def test_opted_out_empty_and_own_messages(sb, demo, bot):
     picture = await sb.post(demo.alice, demo.general, "", attachments=[sb.attachment("a.png", b"\x89PNG", "image/png")])
     assert "no text to read" in await refused(sb, demo.alice, picture, "Speak this")
     assert heard.items == []
+    in_dm = await sb.post(demo.alice, sb.dm_channel(demo.alice), "Read this from a DM.")
+    for name in MENUS:
+        assert "only works in a server" in await refused(sb, demo.alice, in_dm, name)
     own = await sb.post(demo.alice, demo.general, "My own words, in my own voice.")
     await heard_menu(sb, demo, demo.alice, own, "Speak in their voice")  # one's own voice needs no lending
     await heard.wait_count(1)
