@@ -10,13 +10,14 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; th
   exit 1
 fi
 
-# System libraries: libopus (voice encoding); for tests also PostgreSQL, espeak-ng and nginx (the
-# scale-out test starts its own nginx on a loopback port with a config in a temp folder).
+# System libraries: libopus (voice encoding) and espeak-ng (the eSpeak NG backend speaks the languages no
+# other voice speaks); for tests also PostgreSQL and nginx (the scale-out test starts its own nginx on a
+# loopback port with a config in a temp folder).
 need_pkgs=()
 ldconfig -p 2>/dev/null | grep -q 'libopus\.so' || need_pkgs+=(libopus0)
+command -v espeak-ng >/dev/null 2>&1 || need_pkgs+=(espeak-ng)
 if [ "$MODE" = "test" ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
-  command -v espeak-ng >/dev/null 2>&1 || need_pkgs+=(espeak-ng)
   [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || need_pkgs+=(nginx)
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
