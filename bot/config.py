@@ -58,6 +58,7 @@ class SpeechSettings:
     opus_fec: bool = False  # in-band forward error correction: ~4x the encoder's CPU per stream
     busy_preroll_s: float = 5.0  # engine busy with other guilds: buffer this much audio before playing; 0: never
     busy_preroll_wait_s: float = 4.0  # the longest that buffering may delay the first word
+    max_delay_s: int = 300  # the most a guild may set max_delay to (seconds a readout message may wait)
     e2ee_wait_s: float = 10.0  # longest wait for E2EE voice (DAVE) to be ready before speaking; then the user is told
 
 

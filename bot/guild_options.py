@@ -48,6 +48,8 @@ GUILD_OPTIONS: tuple[GuildOption, ...] = (
                 ceiling="speech.max_text_chars"),
     GuildOption("max_queue", int, 20, "messages waiting before new ones are refused", name="max_queue", low=1,
                 ceiling="speech.queue_max"),
+    GuildOption("max_delay", int, 30, "seconds a message may wait to be read; older ones are skipped to catch up",
+                name="max_delay", low=5, ceiling="speech.max_delay_s"),
 )
 BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
 OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers

@@ -131,6 +131,7 @@ class GuildSettingsRow(Base):
     )
     max_message_chars: Mapped[int] = mapped_column(Integer, default=_guild_default("max_message_chars"))
     max_queue: Mapped[int] = mapped_column(Integer, default=_guild_default("max_queue"))
+    max_delay: Mapped[int] = mapped_column(Integer, default=_guild_default("max_delay"))
     custom_voices: Mapped[bool] = mapped_column(Boolean, default=_guild_default("custom_voices"))
     read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_guild_default("read_spoilers"))
 
