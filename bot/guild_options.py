@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,8 @@ GUILD_OPTIONS: tuple[GuildOption, ...] = (
                 ceiling="speech.queue_max"),
     GuildOption("max_delay", int, 30, "seconds a message may wait to be read; older ones are skipped to catch up",
                 name="max_delay", low=5, ceiling="speech.max_delay_s"),
+    GuildOption("language", str, "", "the language messages are spoken in: auto (detected per message) or one",
+                name="language"),
 )
 BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
 OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers
@@ -86,15 +89,22 @@ def effective(prefs: Any, config: Any) -> Any:
 
 
 def _shown(value: Any) -> str:
-    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+    return ("on" if value else "off") if isinstance(value, bool) else str(value or "default")
 
 
-def parse(name: str, raw: str, config: Any) -> tuple[str, object, str]:
+def parse(name: str, raw: str, config: Any, words: Callable[[str], tuple[str, str]] | None = None
+          ) -> tuple[str, object, str]:
     """(field, value, answer) for `/settings set name raw`; a number above this bot's ceiling is lowered
-    to it and the answer says so. OptionError says what is expected."""
+    to it and the answer says so; a word (the language) is read by `words`, which gives (stored, in words).
+    OptionError says what is expected."""
     option = OPTIONS.get(name)
     if option is None:
         raise OptionError(f"Unknown setting {name[:40]!r}. Settings: {', '.join(OPTIONS)}.")
+    if option.kind is str:
+        if words is None:
+            raise OptionError(f"{name} cannot be changed here.")
+        value, said = words(raw)
+        return option.field, value, f"{name} is now {said}."
     text = raw.strip().lower()
     if option.kind is bool:
         if text in _TRUE | _FALSE:

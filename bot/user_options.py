@@ -34,6 +34,8 @@ USER_OPTIONS: tuple[UserOption, ...] = (
     UserOption("speed", float, 1.0, "speed", 0.5, 2.0, "{low} (slow) to {high} (fast)"),
     UserOption("pitch", float, 0.0, "pitch", -12, 12, "{low} to {high} semitones"),
     UserOption("opted_out", bool, False, "never read this user's messages (/optout)"),
+    UserOption("language", str | None, None, "the language this user's messages are spoken in: auto, a code, or "
+               "None for the server's (/voice language)"),
     UserOption("lend_voice", bool, False, "let others have your messages spoken in your voice (/voice lend)"),
     UserOption("name_say_as", str | None, None, "how your name is said, in every server (/voice name)"),
 )

@@ -101,6 +101,7 @@ class UserSettingsRow(Base):
     speed: Mapped[float] = mapped_column(Float, default=_user_default("speed"))
     pitch: Mapped[float] = mapped_column(Float, default=_user_default("pitch"))
     opted_out: Mapped[bool] = mapped_column(Boolean, default=_user_default("opted_out"))
+    language: Mapped[str | None] = mapped_column(String(16), nullable=True, default=_user_default("language"))
     lend_voice: Mapped[bool] = mapped_column(Boolean, default=_user_default("lend_voice"))
     name_say_as: Mapped[str | None] = mapped_column(String(64), nullable=True, default=_user_default("name_say_as"))
 
@@ -131,6 +132,7 @@ class GuildSettingsRow(Base):
     )
     max_message_chars: Mapped[int] = mapped_column(Integer, default=_guild_default("max_message_chars"))
     max_queue: Mapped[int] = mapped_column(Integer, default=_guild_default("max_queue"))
+    language: Mapped[str] = mapped_column(String(16), default=_guild_default("language"))
     max_delay: Mapped[int] = mapped_column(Integer, default=_guild_default("max_delay"))
     custom_voices: Mapped[bool] = mapped_column(Boolean, default=_guild_default("custom_voices"))
     read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_guild_default("read_spoilers"))

@@ -83,7 +83,7 @@ def test_user_prefs_and_row_take_fields_defaults_and_bounds_from_the_declaration
 
 def test_settings_set_offers_each_settable_option_once():
     assert list(OPTIONS) == ["xsaid", "autojoin", "bots", "require_voice", "custom_voices", "spoilers",
-                             "max_length", "max_queue", "max_delay"]
+                             "max_length", "max_queue", "max_delay", "language"]
     assert all(o.ceiling for o in OPTIONS.values() if o.kind is int)
     with pytest.raises(ValueError, match="ceiling"):
         guild_options.GuildOption("x", int, 1, "help", name="x")
@@ -162,3 +162,16 @@ def test_clip_speech_bounds_are_not_bot_settings(tmp_path):
     path.write_text("[voices]\nmin_speech_s = 1.0\n")
     with pytest.raises(ConfigError, match=re.escape("unknown key 'voices.min_speech_s'")):
         load_settings(path, environ={})
+
+
+def test_a_word_setting_is_read_by_the_callers_reader(config):
+    def words(raw: str) -> tuple[str, str]:
+        if raw != "fr":
+            raise OptionError("I don't speak that.")
+        return "fr", "French (fr)"
+
+    assert guild_options.parse("language", "fr", config, words) == ("language", "fr", "language is now French (fr).")
+    with pytest.raises(OptionError, match="I don't speak that"):
+        guild_options.parse("language", "xx", config, words)
+    with pytest.raises(OptionError, match="cannot be changed here"):
+        guild_options.parse("language", "fr", config)
