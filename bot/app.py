@@ -63,6 +63,7 @@ class VoiceBot(commands.AutoShardedBot):
         self.voices: Any = None
         self.readout: Any = None  # set by the readout plugin
         self.dictionary: Any = None
+        self.languages: Any = None
         self.metrics: Any = None
         self.web: Any = None
         self.tree.on_error = on_app_command_error

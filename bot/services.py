@@ -1,4 +1,5 @@
-"""Builds and stops the services plugins call: bot.speech, bot.voices, bot.dictionary (bot.prefs is built with the bot)."""
+"""Builds and stops the services plugins call: bot.speech, bot.voices, bot.dictionary, bot.languages (bot.prefs is
+built with the bot)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.dictionary import DictionaryService
+from bot.languages import LanguageService
 from bot.metrics import BotMetrics
 from bot.speech.service import SpeechService
 from bot.voices import VoiceService
@@ -20,8 +22,9 @@ async def build_services(bot: VoiceBot) -> None:
     """Create the speech and voices services once the engine and database are ready."""
     bot.voices = VoiceService(bot.db, bot.engine, bot.config.voices, bot.prefs)
     bot.dictionary = DictionaryService(bot.db)
+    bot.languages = LanguageService(bot.engine, bot.prefs)
     bot.speech = SpeechService(bot, bot.engine, bot.config, prefs=bot.prefs, voices=bot.voices,
-                               dictionary=bot.dictionary)
+                               dictionary=bot.dictionary, languages=bot.languages)
     bot.metrics = BotMetrics(bot)
     bot.speech.listeners.append(bot.metrics.observe)
     if bot.config.web.enabled:

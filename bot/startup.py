@@ -15,6 +15,7 @@ from typing import Any
 from bot.app import VoiceBot
 from bot.config import Settings
 from bot.storage.database import Database, upgrade
+from engine import langid
 from engine.base import Engine
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ async def create_bot(
     from engine.factory import build_engine
 
     await upgrade(settings.database_url)
+    await asyncio.to_thread(langid.load)  # the language identifier's model, read once (about a second)
     engine = engine if engine is not None else build_engine(settings.engine)
     try:
         await engine.warm_up()

@@ -54,6 +54,7 @@ class Voice:
     pitch: float = 0.0  # semitones
     speaker_id: int | None = None  # for multi-speaker models
     profile: VoiceProfile | None = None
+    language: str = ""  # what the text is in (a base code such as "fr"); "": the voice's own
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class BackendInfo:
     sample_rate: int
     clones: bool  # True when it speaks a registered voice from its own features
     voices: tuple[str, ...] = field(default_factory=tuple)
+    languages: tuple[str, ...] = ("en",)  # base language codes its voices speak, the first its own
 
 
 class CancelToken:
@@ -201,6 +203,15 @@ class Engine(Protocol):
         ...
 
     def capacity(self, key: Hashable) -> Capacity: ...
+
+    def languages(self) -> dict[str, str]:
+        """Every language some voice of this engine speaks: base code -> English name."""
+        ...
+
+    def route(self, voice: Voice, language: str) -> Voice:
+        """The voice to speak text in `language` with: `voice` when it speaks it, else an installed voice
+        that does, else eSpeak NG's (engine/catalog.py)."""
+        ...
 
     def stats(self) -> EngineStats: ...
 

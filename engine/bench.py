@@ -30,6 +30,10 @@ PARAGRAPH = (
 LONG_TEXT = (
     "Good evening everyone, and thank you for joining the call tonight. " + PARAGRAPH * 4
 )[:1500]
+FRENCH_PARAGRAPH = (
+    "La bibliothèque de notre ville a ouvert une nouvelle salle de lecture au printemps dernier, et elle ne "
+    "désemplit pas depuis. Les enfants viennent après l'école lire des bandes dessinées. "
+)
 OVERHEAD_TEXTS = (
     ONE_SENTENCE,
     PARAGRAPH,
@@ -67,12 +71,13 @@ async def _engine(workers: int, model: str, intra_op: int | None = None) -> Stre
     return engine
 
 
-async def _stream_times(engine: StreamingEngine, text: str, key: object = "bench") -> tuple[float, float, float]:
+async def _stream_times(engine: StreamingEngine, text: str, key: object = "bench",
+                        voice: Voice = Voice()) -> tuple[float, float, float]:
     """(time to first chunk, time to last chunk, audio seconds)."""
     t0 = time.perf_counter()
     first = None
     audio = 0.0
-    async for chunk in engine.stream(text, Voice(), key=key):
+    async for chunk in engine.stream(text, voice, key=key):
         if first is None:
             first = time.perf_counter() - t0
         audio += chunk.duration
@@ -235,6 +240,58 @@ async def bench_remote(model: str, rounds: int) -> list[Metric]:
 
 
 
+def _p99(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=100, method="inclusive")[98]
+
+
+def bench_detection(runs: int = 300) -> list[Metric]:
+    """Language detection of 2,000 characters: French prose, Chinese, and random 4-byte characters (the most
+    bytes per character; the sample is bounded in bytes too)."""
+    import random
+
+    from engine import langid
+
+    langid.load()
+    rng = random.Random(19)
+    texts = {
+        "French": (FRENCH_PARAGRAPH * 20)[:2000],
+        "Chinese": ("今天天气很好，我们一起去公园散步，然后在湖边的小餐馆吃午饭。" * 80)[:2000],
+        "random 4-byte": "".join(chr(rng.randint(0x10000, 0x3FFFF)) for _ in range(2000)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in texts}
+    for _ in range(runs):  # interleaved, so drifting load hits all alike
+        for name, text in texts.items():
+            t0 = time.perf_counter()
+            langid.detect(text, "en")
+            times[name].append(time.perf_counter() - t0)
+    p99 = _p99([t for ts in times.values() for t in ts])
+    per = ", ".join(f"{name} p99 {_p99(ts) * 1000:.2f} ms" for name, ts in times.items())
+    return [Metric("langid_2000_chars_p99_ms", p99 * 1000, "<= 5 ms", p99 <= 0.005, f"{runs} runs of each: {per}")]
+
+
+async def bench_espeak(model: str, rounds: int) -> list[Metric]:
+    """eSpeak NG's first frame against Piper's, the same sentence through the same engine (scheduler, framing)."""
+    from engine.catalog import VoiceCatalog
+    from engine.espeak import VOICE_NAME, EspeakBackend
+
+    backend = PiperBackend(PiperSettings(model=model), workers=1)
+    engine = StreamingEngine(backend, _settings(1, model), catalog=VoiceCatalog(backend, espeak=EspeakBackend()))
+    await engine.warm_up()
+    voices = {"espeak": Voice(name=VOICE_NAME, language="en"), "piper": Voice(language="en")}
+    first: dict[str, list[float]] = {name: [] for name in voices}
+    try:
+        await _stream_times(engine, "Warm up.", voice=voices["espeak"])
+        for n in range(max(5, rounds * 3)):
+            for name, voice in (voices.items() if n % 2 == 0 else reversed(voices.items())):
+                first[name].append((await _stream_times(engine, ONE_SENTENCE, voice=voice))[0])
+    finally:
+        await engine.close()
+    espeak, piper = statistics.median(first["espeak"]), statistics.median(first["piper"])
+    return [Metric("espeak_vs_piper_first_frame", espeak / piper, "<= 1.0", espeak <= piper,
+                   f"eSpeak NG {espeak * 1000:.1f} ms vs Piper {piper * 1000:.1f} ms to the first frame, medians of "
+                   f"{len(first['piper'])}, the same sentence")]
+
+
 async def run_all(model: str, rounds: int, utterances: int, only: list[str] | None) -> list[Metric]:
     metrics: list[Metric] = []
     if not only or "latency" in only:
@@ -245,6 +302,9 @@ async def run_all(model: str, rounds: int, utterances: int, only: list[str] | No
         metrics += await bench_fairness(model)
     if not only or "remote" in only:
         metrics += await bench_remote(model, rounds)
+    if not only or "languages" in only:
+        metrics += bench_detection()
+        metrics += await bench_espeak(model, rounds)
     return metrics
 
 
@@ -252,7 +312,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled one)")
     p.add_argument("--rounds", type=int, default=3, help="repetitions of each latency measurement")
     p.add_argument("--utterances", type=int, default=4, help="concurrent utterances in the scaling runs")
-    p.add_argument("--only", action="append", choices=("latency", "scaling", "fairness", "remote"), help="run only these")
+    p.add_argument("--only", action="append", choices=("latency", "scaling", "fairness", "remote", "languages"), help="run only these")
 
 
 def run(args: argparse.Namespace) -> int:

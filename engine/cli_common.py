@@ -17,10 +17,12 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="piper", help="piper (default), cosyvoice2 or remote")
     p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled en_US-joe-medium)")
     p.add_argument("--max-chars", type=int, default=EngineSettings.max_text_chars, help="longest text accepted")
+    p.add_argument("--voices-dir", default="", metavar="DIR", help="a folder of extra Piper voices (.onnx + .onnx.json)")
 
 
 def engine_settings(args: argparse.Namespace, **overrides: object) -> EngineSettings:
-    settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=PiperSettings(model=args.model))
+    piper = PiperSettings(model=args.model, voices_dir=args.voices_dir)
+    settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=piper)
     return replace(settings, **overrides)  # type: ignore[arg-type]
 
 

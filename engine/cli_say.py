@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engine.base import DISCORD_CHANNELS, DISCORD_RATE, Engine, EngineError, Voice
 from engine.cli_common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip
+from engine.languages import base
 from engine.registration import Registration
 
 
@@ -23,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speaker-id", type=int, default=None, help="speaker of a multi-speaker Piper model")
     p.add_argument("--speed", type=float, default=1.0, metavar="X", help="speaking rate, >1 is faster (0.25-4)")
     p.add_argument("--pitch", type=float, default=0.0, help="pitch shift in semitones")
+    p.add_argument("--language", default="", metavar="auto|CODE",
+                   help="the text's language (auto: detected), spoken by a voice that speaks it; says which on stderr")
     add_engine_arguments(p)
     group = p.add_mutually_exclusive_group()
     group.add_argument("--reference", metavar="CLIP", help="speak in a voice matched to this clip (WAV, FLAC, Ogg, MP3)")
@@ -51,7 +54,10 @@ async def _say(args: argparse.Namespace, text: str) -> bytes:
 
     engine = build_engine(engine_settings(args, workers=1, max_concurrency=1))
     try:
-        return await engine.synthesize_all(text, await _voice(args, engine), key="cli")
+        voice = await _voice(args, engine)
+        if args.language:
+            voice = _route(args.language, text, voice, engine)
+        return await engine.synthesize_all(text, voice, key="cli")
     finally:
         await engine.close()
 
@@ -72,6 +78,26 @@ async def _voice(args: argparse.Namespace, engine: Engine) -> Voice:
     if voice.profile is None:
         raise EngineError(f"That voice has no features for the {engine.info.name} backend; register it again.")
     return voice
+
+
+def _route(language: str, text: str, voice: Voice, engine: Engine) -> Voice:
+    """The voice for `language` (auto: detected, else the default voice's); one line on stderr says which."""
+    code = base(language)
+    if language == "auto":
+        from engine import langid
+
+        found = langid.detect(text, engine.info.languages[0])
+        code = found.language
+        how = f"detected, {found.confidence:.0%}" if found.detected else "too short or unclear to detect: the default"
+    elif code:
+        how = "given"
+    else:
+        raise EngineError(f"--language takes auto or a language code such as fr, not {language[:20]!r}.")
+    routed = engine.route(voice, code)
+    speaks = engine.languages()
+    name = speaks.get(code, "spoken by no voice here")
+    print(f"language {code} ({name}; {how}), voice {routed.name}", file=sys.stderr)
+    return routed
 
 
 def run(args: argparse.Namespace) -> int:

@@ -44,6 +44,8 @@ NAME = "cosyvoice2"
 SAMPLE_RATE = 24_000  # CosyVoice2 output; the loaded model's own `sample_rate` wins
 PROMPT_RATE = 16_000  # the frontend's speech tokenizer and speaker embedding run at 16 kHz
 FEATURES_FORMAT = 1  # bump when the blob layout changes
+LANGUAGES = ("zh", "en", "ja", "ko", "yue")  # what CosyVoice2 speaks (and clones in): Chinese, English, Japanese,
+# Korean, Cantonese; other languages go to an installed voice that speaks them or eSpeak NG (engine/catalog.py)
 MIN_CLIP_S, MAX_CLIP_S = 0.5, 30.0  # upstream's speech tokenizer refuses prompts over 30 s
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 SPEAKER_PREFIX = "voicebot:"  # our entries in the model's speaker table; built-in speakers are never evicted
@@ -400,6 +402,7 @@ class CosyVoiceBackend:
             sample_rate=self.sample_rate,
             clones=True,
             voices=self._builtin or (cosyvoice_default.VOICE_ID,),
+            languages=LANGUAGES,
         )
         self._log_capacity()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from engine.base import AsyncBackend, Backend, BackendUnavailable
+from engine.catalog import VoiceCatalog
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
 
@@ -37,5 +38,7 @@ def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
 
 
 def build_engine(settings: EngineSettings | None = None) -> StreamingEngine:
+    """The configured backend with the extra Piper voices and eSpeak NG (engine/catalog.py) in one engine."""
     settings = settings or EngineSettings()
-    return StreamingEngine(build_backend(settings), settings)
+    backend = build_backend(settings)
+    return StreamingEngine(backend, settings, catalog=VoiceCatalog.build(backend, settings))

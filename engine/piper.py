@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.languages import piper_languages
 from engine.sessions import SessionPool
 from engine.settings import PiperSettings
 
@@ -41,6 +42,7 @@ class PiperModel:
     config: object  # piper.PiperConfig
     model_bytes: bytes
     sha256: str
+    languages: tuple[str, ...] = ("en",)  # from its .onnx.json (engine.languages.piper_languages)
 
     @property
     def name(self) -> str:
@@ -59,11 +61,12 @@ def load_model(path: str) -> PiperModel:
     if not config_path.is_file():
         raise BackendUnavailable(f"Piper voice config not found: {config_path} (expected beside the .onnx)")
     try:
-        config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-    except (ValueError, KeyError) as exc:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+        config = PiperConfig.from_dict(raw)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BackendUnavailable(f"Piper voice config {config_path} is invalid: {exc}") from exc
     data = model_path.read_bytes()
-    return PiperModel(model_path, config, data, hashlib.sha256(data).hexdigest())
+    return PiperModel(model_path, config, data, hashlib.sha256(data).hexdigest(), piper_languages(raw))
 
 
 # Part of the backend version: bump it when voice-matching profiles change meaning, and every stored
@@ -106,6 +109,7 @@ class PiperBackend:
             sample_rate=int(cfg.sample_rate),
             clones=False,
             voices=(self.model.name, *speakers),
+            languages=self.model.languages,
         )
         self._warned_matching = False
         self._calibration: object | None = None  # engine.matching.Calibration of the default voice, made once

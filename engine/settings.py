@@ -11,6 +11,13 @@ class PiperSettings:
     speaker_id: int = 0  # for multi-speaker models
     noise_scale: float = 0.667
     noise_w: float = 0.8
+    voices_dir: str = ""  # folder of extra Piper voices (.onnx + .onnx.json), each speaking its .onnx.json's language
+
+
+@dataclass(frozen=True)
+class EspeakSettings:
+    enabled: bool = True  # speak languages no other voice speaks with eSpeak NG (when installed)
+    command: str = "espeak-ng"
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ class EngineSettings:
     loudness_target_dbfs: float = -20.0  # RMS target for normalization
     fade_ms: float = 5.0  # fade at utterance edges only
     piper: PiperSettings = field(default_factory=PiperSettings)
+    espeak: EspeakSettings = field(default_factory=EspeakSettings)
     cosyvoice: CosyVoiceSettings = field(default_factory=CosyVoiceSettings)
     remote: RemoteSettings = field(default_factory=RemoteSettings)
     server: ServerSettings = field(default_factory=ServerSettings)

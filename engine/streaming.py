@@ -30,6 +30,7 @@ from engine.base import (
     TextRejected,
     Voice,
 )
+from engine.catalog import VoiceCatalog
 from engine.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
 from engine.segment import clean_text, split_segments
@@ -109,6 +110,16 @@ class _PinnedSegment:
         return produced
 
 
+def _is_async(backend: Backend | AsyncBackend) -> bool:
+    return isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
+
+
+def _takes_cancel(backend: Backend) -> bool:
+    """Whether the backend's synthesize takes cancel= (see CancelToken)."""
+    params = inspect.signature(backend.synthesize).parameters
+    return "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 class StreamingEngine:
     """The Engine of engine/base.py over one backend.
 
@@ -133,18 +144,16 @@ class StreamingEngine:
         settings: EngineSettings | None = None,
         *,
         scheduler: Scheduler | None = None,
+        catalog: VoiceCatalog | None = None,
     ) -> None:
         self.backend = backend
+        self.catalog = catalog if catalog is not None else VoiceCatalog(backend)  # every voice, and what it speaks
         self.settings = settings or EngineSettings()
         self.scheduler = scheduler or Scheduler(self.settings.max_concurrency, self.settings.per_key_limit)
         self.counters = EngineCounters()
         self.max_abandoned = max(0, self.settings.max_abandoned)
-        self._async = isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
+        self._async = _is_async(backend)
         self._pool = WorkerPool(max(1, self.settings.workers), name="engine")
-        self._pass_cancel = False  # does backend.synthesize take cancel=?
-        if not self._async:
-            params = inspect.signature(backend.synthesize).parameters  # type: ignore[union-attr]
-            self._pass_cancel = "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         self._closed = False
         self._registrar: concurrent.futures.ThreadPoolExecutor | None = None
         # Optional hook for metrics and benchmarks: trace(event, key, segment_index) with event
@@ -155,6 +164,14 @@ class StreamingEngine:
     def info(self) -> BackendInfo:
         """What the backend declares (its version changes when stored voice features must be derived again)."""
         return self.backend.info
+
+    def languages(self) -> dict[str, str]:
+        """Every language some voice of this engine speaks: base code -> English name."""
+        return self.catalog.languages()
+
+    def route(self, voice: Voice, language: str) -> Voice:
+        """The voice that speaks `language` (engine/catalog.py: the chosen one, an installed one, eSpeak NG)."""
+        return self.catalog.route(voice, language)
 
     # -- text -----------------------------------------------------------------------------------
 
@@ -187,8 +204,9 @@ class StreamingEngine:
         if self._closed:
             raise EngineError("The speech engine is shut down.")
         segments = self.segments(text)
+        backend, voice = self.catalog.backend_for(voice)
         conv = FrameConverter(
-            self.info.sample_rate,
+            backend.info.sample_rate,
             rate,
             channels,
             loudness_dbfs=self.settings.loudness_target_dbfs,
@@ -200,7 +218,7 @@ class StreamingEngine:
 
         def start(i: int) -> None:
             if i < len(jobs) and jobs[i].task is None:
-                jobs[i].task = asyncio.create_task(self._produce(jobs[i], voice, key))
+                jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key))
 
         try:
             start(0)
@@ -232,7 +250,7 @@ class StreamingEngine:
                 if cancelled:
                     self.counters.cancelled += 1
 
-    async def _produce(self, job: _Job, voice: Voice, key: Hashable) -> None:
+    async def _produce(self, job: _Job, backend: Backend | AsyncBackend, voice: Voice, key: Hashable) -> None:
         loop = asyncio.get_running_loop()
         try:
             job.grant = await self.scheduler.acquire(key)
@@ -241,15 +259,15 @@ class StreamingEngine:
             t0 = time.perf_counter()
             deadline = loop.time() + self.settings.segment_timeout_s
             produced = 0
-            if self._async:
-                produced = await self._run_async(job, voice, deadline)
+            if _is_async(backend):
+                produced = await self._run_async(job, backend, voice, deadline)  # type: ignore[arg-type]
             else:
-                produced = await self._run_blocking(job, voice, deadline)
+                produced = await self._run_blocking(job, backend, voice, deadline)  # type: ignore[arg-type]
             if self.trace is not None:
                 self.trace("synthesized", key, job.index)
             self.counters.segments_done += 1
             self.counters.synthesis_seconds += time.perf_counter() - t0
-            self.counters.audio_seconds += produced / self.info.sample_rate
+            self.counters.audio_seconds += produced / backend.info.sample_rate
             job.queue.put_nowait(_END)
         except asyncio.CancelledError:
             raise
@@ -262,7 +280,7 @@ class StreamingEngine:
             job.queue.put_nowait(exc)
         except Exception as exc:
             self.counters.errors += 1
-            log.exception("backend %s failed on segment %d", self.info.name, job.index)
+            log.exception("backend %s failed on segment %d", backend.info.name, job.index)
             err = EngineError(f"The speech engine failed ({type(exc).__name__}); please try again.")
             err.__cause__ = exc
             job.queue.put_nowait(err)
@@ -272,10 +290,10 @@ class StreamingEngine:
     def _timeout(self) -> SynthesisTimeout:
         return SynthesisTimeout(f"Speech synthesis took longer than {self.settings.segment_timeout_s:g} s.")
 
-    async def _run_blocking(self, job: _Job, voice: Voice, deadline: float) -> int:
+    async def _run_blocking(self, job: _Job, backend: Backend, voice: Voice, deadline: float) -> int:
         loop = asyncio.get_running_loop()
-        kwargs = {"cancel": job.token} if self._pass_cancel else {}
-        run = _PinnedSegment(self.backend, job, voice, kwargs, loop)  # type: ignore[arg-type]
+        kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
+        run = _PinnedSegment(backend, job, voice, kwargs, loop)
         cf = self._pool.submit(run)
         job.inflight = cf
         try:
@@ -285,9 +303,9 @@ class StreamingEngine:
         job.inflight = None
         return int(produced)
 
-    async def _run_async(self, job: _Job, voice: Voice, deadline: float) -> int:
+    async def _run_async(self, job: _Job, backend: AsyncBackend, voice: Voice, deadline: float) -> int:
         loop = asyncio.get_running_loop()
-        agen = self.backend.astream(job.text, voice).__aiter__()  # type: ignore[union-attr]
+        agen = backend.astream(job.text, voice).__aiter__()
         produced = 0
         try:
             while True:
@@ -412,6 +430,7 @@ class StreamingEngine:
         self._pool.shutdown()
         if self._registrar is not None:
             self._registrar.shutdown(wait=False, cancel_futures=True)
+        self.catalog.close()
         if self._async:
             await self.backend.aclose()  # type: ignore[union-attr]
         else:

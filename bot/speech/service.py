@@ -25,6 +25,7 @@ from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
     from bot.dictionary import DictionaryService
+    from bot.languages import LanguageService
     from bot.voices import VoiceService
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ class SpeechService:
     """What plugins call to speak: join, leave, enqueue, skip, stop, queue."""
 
     def __init__(self, client: discord.Client, engine: Engine, settings: Settings, *, prefs: PrefsService,
-                 voices: VoiceService | None, dictionary: DictionaryService | None = None) -> None:
+                 voices: VoiceService | None, dictionary: DictionaryService | None = None,
+                 languages: LanguageService | None = None) -> None:
         self.client = client
         self.engine = engine
         self.config = settings
@@ -44,6 +46,7 @@ class SpeechService:
         self.prefs = prefs
         self.voices = voices
         self.dictionary = dictionary
+        self.languages = languages
         self.speakers: dict[int, GuildSpeaker] = {}
         self.files = AudioFiles(engine)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
@@ -129,16 +132,22 @@ class SpeechService:
         return await self.files.render(order.guild.id, text, voice, limit=gp.max_queue)
 
     async def _what(self, order: SayOrder) -> tuple[GuildPrefs, str, Voice]:
-        """The guild's effective options, what is spoken and in which voice (or a Refusal)."""
+        """The guild's effective options, what is spoken and in which voice: the author's, or the one that
+        speaks the message's language (bot/languages.py) (or a Refusal)."""
         guild = order.guild
         gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
         if order.names is None:
             order.names = await fetch_mentioned_members(order.text, guild)
         order.names.update(await self.prefs.spoken_names(guild.id, mentioned_user_ids(order.text)))  # their choice
         words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
-        return gp, self._spoken(order, gp, words), await self._voice(order)
+        text, body = self._spoken(order, gp, words)
+        voice = await self._voice(order)
+        if self.languages is not None:
+            voice = await self.languages.voice_for(body, voice, order.author.id, gp.language)
+        return gp, text, voice
 
-    def _spoken(self, order: SayOrder, gp, words: dict[str, str]) -> str:
+    def _spoken(self, order: SayOrder, gp, words: dict[str, str]) -> tuple[str, str]:
+        """(what is spoken, its body without the readout frame)."""
         s = self.settings
         # the binding limit: a readout message is cut at the guild's max_length (never above the bot's
         # own speech.max_text_chars, see guild_options.effective); asked-for speech at the bot's limit
@@ -150,7 +159,7 @@ class SpeechService:
         text = truncate(order.frame(body) if order.frame is not None else body, s.max_text_chars)
         if not text:
             raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
-        return text
+        return text, body
 
     async def _place(self, order: SayOrder, gp) -> None:
         """Be in a voice channel the order may use, joining the author's when allowed."""

@@ -24,18 +24,24 @@ class SettingsCog(commands.Cog):
                     allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="set", description="Change a setting (Manage Server)")
-    @app_commands.describe(setting="which setting", value="on/off, or a number")
+    @app_commands.describe(setting="which setting", value="on/off, a number, or a language")
     @app_commands.choices(setting=[
         app_commands.Choice(name=f"{n}: {o.help}"[:100], value=n) for n, o in guild_options.OPTIONS.items()
     ])
     @app_commands.check(checks.manage_guild)
     async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
         try:
-            field, parsed, answer = guild_options.parse(setting, value, self.bot.config)
+            field, parsed, answer = guild_options.parse(setting, value, self.bot.config, self.bot.languages.parse_guild)
         except guild_options.OptionError as exc:
             raise UserError(str(exc)) from None
         await self.bot.prefs.update_guild(interaction.guild_id, **{field: parsed})
         await reply(interaction, answer)
+
+    @set_.autocomplete("value")
+    async def _value(self, interaction: discord.Interaction, current: str):
+        if interaction.namespace.setting != "language":
+            return []
+        return self.bot.languages.autocomplete(current, user=False)
 
     @group.command(name="role", description="Only read members with this role; leave empty for everyone")
     @app_commands.check(checks.manage_guild)

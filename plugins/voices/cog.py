@@ -85,6 +85,15 @@ class VoicesCog(commands.Cog):
         await self.voices.reset(interaction.user.id)
         await reply(interaction, "Back to the default voice, speed and pitch.")
 
+    @group.command(name="language", description="The language your messages are spoken in (auto: detected)")
+    @app_commands.describe(language="auto (detected per message), a language, or server (this server's)")
+    async def language(self, interaction: discord.Interaction, language: str) -> None:
+        await reply(interaction, await self.bot.languages.set_user(interaction.user.id, language))
+
+    @language.autocomplete("language")
+    async def _languages(self, interaction: discord.Interaction, current: str):
+        return self.bot.languages.autocomplete(current, user=True)
+
     @group.command(name="settings", description="Your speaking speed and pitch")
     @app_commands.describe(speed=USER_OPTIONS["speed"].range, pitch=USER_OPTIONS["pitch"].range)
     async def settings(self, interaction: discord.Interaction, speed: float | None = None,
