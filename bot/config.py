@@ -48,7 +48,7 @@ class SpeechSettings:
     queue_max: int = 20  # utterances waiting per guild
     per_guild: int = 1  # utterances of one guild synthesizing at once
     lookahead: int = 1  # utterances synthesized ahead of the one playing
-    buffer_s: float = 10.0  # audio buffered ahead per utterance (bounds memory per guild)
+    buffer_s: float = 60.0  # audio buffered ahead per utterance (bounds memory per guild); holds a whole utterance
     idle_leave_s: float = 300.0  # leave the voice channel after this long with nothing to say; 0: never
     leave_when_alone: bool = True
     max_text_chars: int = 500  # longer text is cut with a spoken "and more"
@@ -56,9 +56,8 @@ class SpeechSettings:
     links: str = "a link"  # "a link" | domain
     opus_bitrate: int = 64  # kbps; speech needs no more
     opus_fec: bool = False  # in-band forward error correction: ~4x the encoder's CPU per stream
-    busy_preroll_s: float = 5.0  # engine busy with other guilds: buffer this much audio before playing; 0: never
-    busy_preroll_wait_s: float = 4.0  # the longest that buffering may delay the first word
     max_delay_s: int = 300  # the most a guild may set max_delay to (seconds a readout message may wait)
+    say_notice_s: float = 5.0  # /say tells the expected wait when it is longer than this
     e2ee_wait_s: float = 10.0  # longest wait for E2EE voice (DAVE) to be ready before speaking; then the user is told
 
 

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 import discord
 
 from bot import guild_options
+from bot.catch_up import CatchUp
 from bot.config import ReadoutSettings
 from bot.speech.discord_text import speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder
+from bot.speech.speaker import Outcome, Utterance
 from bot.speech.text import TextOptions, attachment_kind, attachment_phrase
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ class Skip(enum.Enum):
     EMPTY = "nothing to say"
     RATE_LIMITED = "author is sending too fast"
     QUEUE_FULL = "the queue is full"
+    STALE = "could not start within max_delay; told once per catch-up"
     FAILED = "could not be queued"
 
 
@@ -45,6 +48,7 @@ _SKIPS: dict[Reason, tuple[Skip, str | None]] = {
     Reason.TOO_LONG: (Skip.EMPTY, None),  # not raised for readout: long messages are cut
     Reason.NOT_ADMITTED: (Skip.RATE_LIMITED, "rate"),
     Reason.QUEUE_FULL: (Skip.QUEUE_FULL, "full"),
+    Reason.LATE: (Skip.STALE, None),  # counted into the guild's catch-up notice
 }
 
 
@@ -102,6 +106,7 @@ class ReadoutService:
         self._last_author: dict[int, tuple[int, float]] = {}  # guild -> (author, time)
         self._told: dict[tuple[int, int, str], float] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        self.catch_up = CatchUp(self._post)
 
     async def handle(self, message: discord.Message) -> Decision:
         """Decide and queue; one guild's messages are handled one at a time, so they are read in order."""
@@ -140,6 +145,9 @@ class ReadoutService:
         try:
             utt = await self.bot.speech.say(order)
         except Refusal as exc:
+            if exc.reason is Reason.LATE:
+                self.catch_up.skipped(guild.id, message.channel.id, gp.max_delay)
+                return Decision(False, Skip.STALE, told=True)
             return await self._refused(message, exc)
         self._last_author[guild.id] = (message.author.id, time.monotonic())
         return Decision(True, text=utt.request.text)
@@ -180,6 +188,18 @@ class ReadoutService:
 
     async def _notify_failure(self, message: discord.Message, text: str) -> None:
         await self._tell(message, "failed", f"I could not read your message: {text}")
+
+    def on_utterance(self, guild_id: int, utt: Utterance, outcome: Outcome) -> None:
+        """A queued message that became too late to start is counted into the guild's catch-up notice."""
+        r = utt.request
+        if outcome is Outcome.STALE and r.kind == "readout" and r.start_by is not None:
+            self.catch_up.skipped(guild_id, r.channel_id, r.start_by - r.created_at)
+
+    async def _post(self, channel_id: int, text: str) -> None:
+        channel = self.bot.get_channel(channel_id)
+        if channel is None:
+            raise LookupError(f"channel {channel_id} is gone")
+        await channel.send(text, allowed_mentions=discord.AllowedMentions.none())
 
     def message_deleted(self, guild_id: int | None, message_id: int) -> bool:
         if guild_id is None or self.bot.speech is None:

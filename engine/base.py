@@ -161,12 +161,19 @@ class Capacity:
     slots: int  # segments that may synthesize at once, across all keys
     running: int  # segments synthesizing now
     waiting_others: int  # segments of other keys waiting for a slot
-    audio_per_second: float  # audio seconds produced per second of slot time, since start (0: not measured yet)
+    audio_per_second: float  # audio seconds one slot produces per second, recent average (0: not measured yet)
+    other_keys: int = 0  # other keys with segments running or waiting
+    per_key: int = 1  # segments of one key that may synthesize at once
 
     @property
     def busy_with_others(self) -> bool:
         """Other keys have a full round of segments waiting: this key's next segment may come late."""
         return self.waiting_others >= self.slots
+
+    def share(self) -> float:
+        """Audio seconds per second this key can expect while the others stay busy (fair round-robin)."""
+        slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
+        return self.audio_per_second * slots_for_me
 
 
 @dataclass(frozen=True)

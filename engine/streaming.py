@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _END = object()  # a job's queue sentinel: the segment is complete
+SPEED_WEIGHT = 0.1  # weight of the newest segment in the moving average of synthesis speed
 
 
 @dataclass
@@ -56,9 +57,21 @@ class EngineCounters:
     synthesis_seconds: float = 0.0  # slot held, from grant to the segment's last chunk
     audio_seconds: float = 0.0  # audio produced by the backend
     abandoned_now: int = 0  # inference calls still finishing after a timeout or skip
+    recent_speed: float = 0.0  # audio seconds per slot second over the last segments (moving average)
+
+    def segment_done(self, slot_seconds: float, audio_seconds: float) -> None:
+        self.segments_done += 1
+        self.synthesis_seconds += slot_seconds
+        self.audio_seconds += audio_seconds
+        if slot_seconds > 0 and audio_seconds > 0:
+            speed = audio_seconds / slot_seconds
+            self.recent_speed = speed if not self.recent_speed else (
+                self.recent_speed + SPEED_WEIGHT * (speed - self.recent_speed))
 
     def snapshot(self) -> dict[str, float]:
-        return asdict(self)
+        out = asdict(self)
+        del out["recent_speed"]
+        return out
 
 
 class _Job:
@@ -265,9 +278,7 @@ class StreamingEngine:
                 produced = await self._run_blocking(job, backend, voice, deadline)  # type: ignore[arg-type]
             if self.trace is not None:
                 self.trace("synthesized", key, job.index)
-            self.counters.segments_done += 1
-            self.counters.synthesis_seconds += time.perf_counter() - t0
-            self.counters.audio_seconds += produced / backend.info.sample_rate
+            self.counters.segment_done(time.perf_counter() - t0, produced / backend.info.sample_rate)
             job.queue.put_nowait(_END)
         except asyncio.CancelledError:
             raise
@@ -409,7 +420,9 @@ class StreamingEngine:
             slots=self.scheduler.max_concurrency,
             running=stats.running,
             waiting_others=sum(n for k, n in stats.waiting.items() if k != key),
-            audio_per_second=c.audio_seconds / c.synthesis_seconds if c.synthesis_seconds else 0.0,
+            audio_per_second=c.recent_speed,
+            other_keys=len((stats.waiting.keys() | stats.running_per_key.keys()) - {key}),
+            per_key=self.scheduler.per_key_limit,
         )
 
     def stats(self) -> EngineStats:

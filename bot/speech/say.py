@@ -32,6 +32,7 @@ class Reason(enum.Enum):
     EMPTY = "nothing to say"
     NOT_ADMITTED = "the caller's own admission check said no"
     QUEUE_FULL = "the queue is full"
+    LATE = "it could not start within the guild's max_delay"
 
 
 class Refusal(UserError):
@@ -61,6 +62,7 @@ class SayOrder:
     admit: Callable[[], bool] | None = None  # readout: the author's rate limit, asked last before queueing
     notify: Notify | None = None  # tells the author when synthesis fails later
     label: str = ""  # for /queue
+    expected_wait: float = 0.0  # set when queued: seconds until it should start playing
 
 
 def author_channel(author: discord.Member | discord.User):

@@ -17,6 +17,7 @@ from bot.prefs import PrefsService
 from bot.storage.settings_repo import GuildPrefs
 from bot.speech.audio_file import AudioFiles
 from bot.speech.connection import VoiceConnection
+from bot.speech.pacing import Pacer
 from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids, speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
 from bot.speech.speaker import GuildSpeaker, Outcome, QueueFull, Request, Utterance, frames_of
@@ -48,6 +49,7 @@ class SpeechService:
         self.dictionary = dictionary
         self.languages = languages
         self.speakers: dict[int, GuildSpeaker] = {}
+        self.pacer = Pacer()  # audio length estimates, shared by every guild's speaker
         self.files = AudioFiles(engine)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self._alone_checks: dict[int, asyncio.TimerHandle] = {}
@@ -61,7 +63,7 @@ class SpeechService:
                 guild_id, self.engine, VoiceConnection(self.client, guild_id),
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
-                preroll_s=s.busy_preroll_s, preroll_wait_s=s.busy_preroll_wait_s, e2ee_wait_s=s.e2ee_wait_s,
+                pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
                 encoder={"application": "voip", "bitrate": s.opus_bitrate, "fec": s.opus_fec,
                          "signal_type": "voice"},
@@ -74,10 +76,10 @@ class SpeechService:
         info = self.engine.info
         log.info(
             "utterance request=%s guild=%s kind=%s backend=%s outcome=%s ttfa=%s audio_s=%.2f synth_s=%.2f "
-            "chars=%d underruns=%d prerolled=%d",
+            "chars=%d underruns=%d held_s=%.2f",
             r.request_id, guild_id, r.kind, info.name, outcome.value,
             f"{utt.ttfa:.3f}" if utt.ttfa is not None else "-", utt.audio_seconds, utt.synth_seconds,
-            len(r.text), utt.source.underruns if utt.source is not None else 0, utt.prerolled,
+            len(r.text), utt.source.underruns if utt.source is not None else 0, utt.held_s,
         )
         for listener in self.listeners:
             try:
@@ -120,10 +122,26 @@ class SpeechService:
             text=text, voice=voice, author_id=order.author.id, channel_id=order.channel_id,
             message_id=order.message_id, kind=order.kind, notify=order.notify, label=order.label or text[:80],
         )
+        self._admit_in_time(order, request, gp.max_delay)
         try:
             return self.enqueue(guild.id, request, limit=gp.max_queue)
         except QueueFull as exc:
             raise Refusal(Reason.QUEUE_FULL, str(exc)) from None
+
+    def _admit_in_time(self, order: SayOrder, request: Request, max_delay: float) -> None:
+        """Readout must start within the guild's max_delay (then it is skipped to catch up); asked-for speech
+        is refused with its wait when that is longer, and told the wait when it is long (order.expected_wait)."""
+        speaker = self.speaker(order.guild.id)
+        wait = speaker.expected_wait(request)
+        order.expected_wait = wait
+        behind = not speaker.idle  # with nothing ahead, skipping would not catch anything up
+        if order.kind == "readout":
+            request.start_by = request.created_at + max_delay
+            if wait > max_delay and behind:
+                raise Refusal(Reason.LATE, f"it could not be read within {max_delay:.0f} s")
+        elif wait > max_delay and behind:
+            raise Refusal(Reason.LATE, f"I'm busy here: that would start in about {wait:.0f} s, past this server's "
+                                       f"limit of {max_delay:.0f} s. Try again in a little while.")
 
     async def render(self, order: SayOrder) -> bytes:
         """The order spoken into an Ogg/Opus file instead of a voice channel (/tts): the same text and voice
@@ -184,6 +202,15 @@ class SpeechService:
                 raise UserError("Custom voices are not available on this bot.")
             return Voice()
         return await self.voices.resolve((order.voice_of or order.author).id, order.guild.id, order.voice_name)
+
+    def queued_text(self, guild_id: int, utt: Utterance, wait: float) -> str:
+        """What the asker is told: speaking now, or queued, with the expected wait when it is long."""
+        position = self.speaker(guild_id).position(utt)
+        about = f" (about {wait:.0f} s until it starts: it's busy)" if wait > self.settings.say_notice_s else ""
+        if position <= 1 and not about:
+            return "Speaking."
+        ahead = f"{position - 1} ahead of you" if position > 1 else "next"
+        return f"Queued: {ahead}{about}."
 
     def enqueue(self, guild_id: int, request: Request, *, limit: int | None = None) -> Utterance:
         return self.speaker(guild_id).enqueue(request, limit=limit)

@@ -6,19 +6,23 @@ import asyncio
 import collections
 import enum
 import logging
+import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from bot.aio import cancel_and_wait
 from bot.errors import UserError
 from bot.speech.connection import VoiceConnection
 from bot.speech.e2ee import E2EEGate, wait_e2ee
+from bot.speech.pacing import FRAME_S, Pacer, Progress
 from bot.speech.source import StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
 
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
+PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
 
@@ -28,6 +32,7 @@ class Outcome(enum.Enum):
     SILENT = "silent"  # synthesized to no audio at all (e.g. only a pause): nothing was said
     SKIPPED = "skipped"  # by /skip or /stop while playing
     REMOVED = "removed"  # taken out of the queue (/stop, message deleted)
+    STALE = "stale"  # could not start within its start_by (readout's max_delay): skipped to catch up
     FAILED = "failed"  # synthesis or playback failed; the author was told
 
 
@@ -51,6 +56,7 @@ class Request:
     notify: Notify | None = None  # tells the author when their request fails
     label: str = ""  # short text for /queue
     created_at: float = field(default_factory=time.monotonic)
+    start_by: float | None = None  # monotonic time after which it is not worth starting (readout's max_delay)
     request_id: str = field(default_factory=lambda: secrets.token_hex(4))
 
 
@@ -62,7 +68,8 @@ class Utterance:
     skipped: bool = False
     error: str = ""
     ttfa: float | None = None
-    prerolled: bool = False  # playback waited for a buffer because the engine was busy
+    prerolled: bool = False  # playback was held until the rest would keep ahead of the player
+    held_s: float = 0.0  # how long it was held
     synth_started: float | None = None
     synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
     e2ee_wait_s: float = 0.0  # time held back until the call's E2EE (DAVE) was ready
@@ -95,8 +102,7 @@ class GuildSpeaker:
         lookahead: int = 1,
         buffer_frames: int = 1500,
         idle_leave_s: float = 0.0,
-        preroll_s: float = 0.0,
-        preroll_wait_s: float = 0.0,
+        pacer: Pacer | None = None,
         e2ee_wait_s: float = 10.0,
         on_utterance: Callable[[Utterance, Outcome], None] | None = None,
         encoder: dict | None = None,
@@ -108,8 +114,7 @@ class GuildSpeaker:
         self.lookahead = lookahead
         self.buffer_frames = buffer_frames
         self.idle_leave_s = idle_leave_s
-        self.preroll_s = preroll_s
-        self.preroll_wait_s = preroll_wait_s
+        self.pacer = pacer or Pacer()
         self.e2ee_wait_s = e2ee_wait_s
         self.on_utterance = on_utterance
         self.encoder = encoder or {}  # Opus options for VoiceClient.play
@@ -129,7 +134,7 @@ class GuildSpeaker:
         if len(self._queue) >= bound:
             raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
         utt = Utterance(request, done=asyncio.get_running_loop().create_future())
-        self._queue.append(utt)
+        self._queue.insert(self._place_of(request), utt)
         self._ensure_running()
         self._start_ahead()
         self._wakeup.set()
@@ -137,6 +142,32 @@ class GuildSpeaker:
 
     def pending(self) -> list[Utterance]:
         return list(self._queue)
+
+    def _place_of(self, request: Request) -> int:
+        """Asked-for speech (/say, previews) goes ahead of queued channel readout, behind other asked-for speech."""
+        if request.kind == "readout":
+            return len(self._queue)
+        return next((i for i, u in enumerate(self._queue) if u.request.kind == "readout"), len(self._queue))
+
+    def progress(self, utt: Utterance) -> Progress:
+        src = utt.source
+        return Progress(
+            chars=len(utt.request.text), speed=utt.request.voice.speed,
+            produced_s=src.frames_written * FRAME_S if src is not None else 0.0,
+            played_s=src.frames_read * FRAME_S if src is not None else 0.0,
+            finished=src is not None and src.finished,
+        )
+
+    def rate(self) -> float:
+        """Audio seconds per second of synthesis this guild gets now (its share of the engine)."""
+        return self.pacer.rate(self.engine.capacity(self.guild_id))
+
+    def expected_wait(self, request: Request) -> float:
+        """Seconds until `request`, queued now, would start playing."""
+        ahead = [self.current] if self.current is not None else []
+        ahead += list(self._queue)[: self._place_of(request)]
+        own = Progress(chars=len(request.text), speed=request.voice.speed)
+        return self.pacer.wait([self.progress(u) for u in ahead], own, self.rate())
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""
@@ -184,12 +215,7 @@ class GuildSpeaker:
         self._closed = True
         self.stop()
         self._wakeup.set()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._task)
 
     @property
     def idle(self) -> bool:
@@ -224,12 +250,31 @@ class GuildSpeaker:
                   exc_info=(type(exc), exc, exc.__traceback__))
 
     def _start_ahead(self) -> None:
-        """Start synthesis for the current utterance and the next `lookahead` queued ones."""
+        """Start synthesis for the current utterance and the next `lookahead` queued ones; a queued one that
+        can no longer start by its start_by leaves the queue first (nothing is synthesized for it)."""
+        self._drop_stale()
         ahead = [self.current] if self.current is not None else []
         ahead += list(self._queue)[: self.lookahead]
         for utt in ahead:
             if utt.source is None:
                 self._start_synthesis(utt)
+
+    def _drop_stale(self) -> None:
+        now = time.monotonic()
+        before: list[Utterance] = [self.current] if self.current is not None else []
+        for utt in list(self._queue):
+            start_by = utt.request.start_by
+            if start_by is not None and utt.source is None and before:  # nothing ahead: nothing to catch up
+                late = now > start_by
+                if not late and now + self.pacer.wait([self.progress(u) for u in before], self.progress(utt),
+                                                      self.rate()) > start_by:
+                    late = True
+                if late:
+                    self._queue.remove(utt)
+                    _finish(utt, Outcome.STALE)
+                    self._report(utt, Outcome.STALE)
+                    continue
+            before.append(utt)
 
     def _start_synthesis(self, utt: Utterance) -> None:
         utt.source = StreamingSource(self.buffer_frames)
@@ -258,7 +303,14 @@ class GuildSpeaker:
             except asyncio.TimeoutError:
                 log.info("guild %s: idle for %.0f s, leaving voice", self.guild_id, self.idle_leave_s)
                 await self.connection.leave()
-        return self._queue.popleft() if self._queue else None
+        while self._queue:
+            utt = self._queue.popleft()
+            start_by = utt.request.start_by
+            if start_by is None or time.monotonic() <= start_by or utt.source is not None:
+                return utt
+            _finish(utt, Outcome.STALE)  # never started synthesizing and is already too late
+            self._report(utt, Outcome.STALE)
+        return None
 
     async def _run(self) -> None:
         while not self._closed:
@@ -297,10 +349,20 @@ class GuildSpeaker:
                   exc_info=(type(exc), exc, exc.__traceback__))
         return f"I could not synthesize that (ref {utt.request.request_id}). Please try again."
 
-    def _engine_busy(self) -> bool:
-        """Other guilds have a full round of segments waiting for the engine: this guild's next segment
-        may come later than its first one takes to play, so playback should start with a buffer."""
-        return self.engine.capacity(self.guild_id).busy_with_others
+    async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
+        """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
+        share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
+        held = time.monotonic()
+        while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1):
+            buffered_s = src.buffered_frames * FRAME_S
+            need = self.pacer.buffer_needed(self.progress(utt), self.rate())
+            if buffered_s >= need:
+                break
+            utt.prerolled = True
+            want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
+            await src.wait_buffered(want, PACING_POLL_S)
+            await asyncio.sleep(0)  # never spin: the engine's share is looked at again after a pass of the loop
+        utt.held_s = time.monotonic() - held
 
     async def _play(self, utt: Utterance) -> Outcome:
         src = utt.source
@@ -316,11 +378,9 @@ class GuildSpeaker:
             if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
                 return await self._fail(utt, self._error_text(utt, src.error))
             return Outcome.SILENT
-        if self.preroll_s > 0 and self._engine_busy():
-            utt.prerolled = True
-            await src.wait_buffered(frames_of(self.preroll_s), self.preroll_wait_s)
-            if utt.skipped:
-                return Outcome.SKIPPED
+        await self._hold(utt, src)
+        if utt.skipped:
+            return Outcome.SKIPPED
         vc = await self.connection.ensure()
         if vc is None:
             src.close()
@@ -374,6 +434,7 @@ class GuildSpeaker:
         if not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
             src.close()
             return await self._fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
+        self.pacer.learn(len(utt.request.text), utt.request.voice.speed, utt.audio_seconds)
         return Outcome.PLAYED
 
 

@@ -22,8 +22,12 @@ class ReadoutCog(commands.Cog):
         c = bot.config
         self.service = ReadoutService(bot, c.readout, c.discord.command_prefix)
         bot.readout = self.service
+        bot.speech.listeners.append(self.service.on_utterance)
 
-    def cog_unload(self) -> None:
+    async def cog_unload(self) -> None:
+        if self.service.on_utterance in self.bot.speech.listeners:
+            self.bot.speech.listeners.remove(self.service.on_utterance)
+        await self.service.catch_up.close()
         if getattr(self.bot, "readout", None) is self.service:
             self.bot.readout = None
 

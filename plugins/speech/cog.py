@@ -63,12 +63,10 @@ class SpeechCog(commands.Cog):
         async def notify(message: str) -> None:
             await reply(interaction, message)
 
-        utt = await self.speech.say(SayOrder(
-            guild=interaction.guild, author=interaction.user, text=text, kind="say", voice_name=voice,
-            channel_id=interaction.channel_id, notify=notify,
-        ))
-        position = self.speech.speaker(interaction.guild_id).position(utt)
-        await reply(interaction, "Speaking." if position <= 1 else f"Queued: {position - 1} ahead of you.")
+        order = SayOrder(guild=interaction.guild, author=interaction.user, text=text, kind="say", voice_name=voice,
+                         channel_id=interaction.channel_id, notify=notify)
+        utt = await self.speech.say(order)
+        await reply(interaction, self.speech.queued_text(interaction.guild_id, utt, order.expected_wait))
 
     @app_commands.command(name="tts", description="Get text spoken as an audio file (no voice channel needed)")
     @app_commands.describe(text="what to say", voice="one of your voices, or one shared with you")

@@ -1,9 +1,10 @@
-"""Test doubles for fault tests and the load benchmark: a flaky engine backend over the real Piper."""
+"""Test doubles for fault and overload tests and the load benchmark: flaky and slowed engine backends over the real Piper."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -13,7 +14,24 @@ from engine.base import CancelToken, Voice
 HANG_LIMIT_S = 60.0  # a hanging segment is released by the engine's cancel; this only bounds a bug
 
 
-class FlakyBackend:
+class _OverPiper:
+    """What a test double over the real backend passes through unchanged."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.info = inner.info
+
+    def warm_up(self) -> None:
+        self.inner.warm_up()
+
+    def extract_features(self, clip, sample_rate: int, transcript: str, *, reference_embedding=None):
+        return self.inner.extract_features(clip, sample_rate, transcript, reference_embedding=reference_embedding)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class FlakyBackend(_OverPiper):
     """Test double wrapping the real PiperBackend: raises on a seeded `fail_rate` of segments and hangs
     (until the engine cancels it at its segment timeout) on a seeded `hang_rate`.
 
@@ -21,8 +39,7 @@ class FlakyBackend:
     `verdict(text)`; `enabled = False` makes it the plain backend again (the fault cleared)."""
 
     def __init__(self, inner, *, fail_rate: float = 0.10, hang_rate: float = 0.01, seed: int = 9) -> None:
-        self.inner = inner
-        self.info = inner.info
+        super().__init__(inner)
         self.fail_rate = fail_rate
         self.hang_rate = hang_rate
         self.seed = seed
@@ -62,12 +79,26 @@ class FlakyBackend:
             return
         yield from self.inner.synthesize(text, voice, cancel=cancel)
 
-    def warm_up(self) -> None:
-        self.inner.warm_up()
 
-    def extract_features(self, clip, sample_rate: int, transcript: str, *, reference_embedding=None):
-        return self.inner.extract_features(clip, sample_rate, transcript, reference_embedding=reference_embedding)
 
-    def close(self) -> None:
-        self.inner.close()
+class SlowBackend(_OverPiper):
+    """Test double wrapping the real PiperBackend: hands out each sentence's audio no faster than `speed`
+    times real time (0.8: 8 s of audio take 10 s), as an engine slower than the speech it makes would.
 
+    Stands in for a saturated engine: the audio is Piper's own, only its arrival is paced."""
+
+    def __init__(self, inner, *, speed: float) -> None:
+        super().__init__(inner)
+        self.speed = speed
+
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+        stop = threading.Event()
+        if cancel is not None:
+            cancel.on_cancel(stop.set)
+        start = time.monotonic()
+        made = 0.0
+        for audio in self.inner.synthesize(text, voice, cancel=cancel):
+            made += len(audio) / self.info.sample_rate
+            if stop.wait(max(0.0, start + made / self.speed - time.monotonic())):
+                return
+            yield audio

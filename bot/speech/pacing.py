@@ -1,0 +1,87 @@
+"""Pacer: when an utterance may start playing without running dry, and how long a new request would wait."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from engine.base import Capacity
+
+FRAME_S = 0.02
+LENGTH_MARGIN = 1.25  # the rest of an utterance is assumed this much longer than estimated
+BURST_S = 2.0  # audio comes a sentence at a time: keep this much of it (at the guild's rate) in hand
+MIN_SECONDS_PER_CHAR = 0.02
+MAX_SECONDS_PER_CHAR = 0.3
+LEARN_WEIGHT = 0.05  # weight of the newest utterance in the seconds-per-character average
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One utterance as the speaker sees it: its text length, speed and the audio made and played so far."""
+
+    chars: int
+    speed: float = 1.0
+    produced_s: float = 0.0
+    played_s: float = 0.0
+    finished: bool = False
+
+
+class Pacer:
+    """Audio length estimates learned from what was spoken, and the engine's measured share for a guild.
+
+    One per bot (SpeechService owns it); speakers ask it when to start and what a wait will be."""
+
+    def __init__(self, seconds_per_char: float = 0.07) -> None:
+        self.seconds_per_char = seconds_per_char  # at speed 1, learned from every utterance played
+
+    def learn(self, chars: int, speed: float, audio_s: float) -> None:
+        """Fold a finished utterance's real length into the estimate."""
+        if chars < 10 or audio_s <= 0:
+            return
+        spc = min(MAX_SECONDS_PER_CHAR, max(MIN_SECONDS_PER_CHAR, audio_s * max(speed, 0.1) / chars))
+        self.seconds_per_char += LEARN_WEIGHT * (spc - self.seconds_per_char)
+
+    def length(self, p: Progress) -> float:
+        """Estimated audio seconds of the whole utterance (at least what was already made)."""
+        if p.finished:
+            return p.produced_s
+        return max(p.produced_s, p.chars * self.seconds_per_char / max(p.speed, 0.1))
+
+    def rest(self, p: Progress) -> float:
+        """Audio seconds still to be synthesized, with a margin."""
+        if p.finished:
+            return 0.0
+        return max(self.length(p) * LENGTH_MARGIN - p.produced_s, min(BURST_S, self.length(p)))
+
+    @staticmethod
+    def rate(capacity: Capacity) -> float:
+        """Audio seconds per second this guild's synthesis gets (0: not measured yet)."""
+        return capacity.share()
+
+    def buffer_needed(self, p: Progress, rate: float) -> float:
+        """Seconds of audio to hold before playing so the rest keeps ahead of the player at `rate`.
+
+        Playing B seconds while the rest R arrives at r: the player never runs dry when B >= R (1/r - 1);
+        one sentence's worth (at r) more covers audio arriving in bursts. inf: synthesize it all first."""
+        rest = self.rest(p)
+        if rest <= 0:
+            return 0.0
+        if rate <= 0:
+            return math.inf
+        return rest * max(0.0, 1.0 / rate - 1.0) + min(rest, BURST_S) / rate
+
+    def may_start(self, p: Progress, buffered_s: float, rate: float) -> bool:
+        return p.finished or buffered_s >= self.buffer_needed(p, rate)
+
+    def wait(self, ahead: Iterable[Progress], own: Progress, rate: float) -> float:
+        """Seconds until `own`, queued behind `ahead` (the one playing first), would start playing.
+
+        The later of: the audio ahead played out, and the audio ahead plus what `own` must buffer synthesized."""
+        ahead = list(ahead)
+        play = sum(max(0.0, self.length(p) - p.played_s) for p in ahead)
+        if rate <= 0:
+            return play
+        unmade = sum(self.rest(p) for p in ahead)
+        own_first = min(self.length(own), self.buffer_needed(own, rate))
+        return max(play, (unmade + own_first) / rate)

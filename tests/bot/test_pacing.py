@@ -1,0 +1,83 @@
+"""Pacer: the start rule keeps a simulated player fed at any engine share, wait estimates, learned lengths."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bot.speech.pacing import BURST_S, Pacer, Progress
+from engine.base import Capacity
+
+
+def simulate(pacer: Pacer, audio_s: float, chars: int, rate: float, sentence_s: float = 2.0) -> tuple[float, int]:
+    """An utterance of `audio_s` arriving a sentence at a time at `rate` audio s per s, played when the pacer
+    allows: (seconds until playback started, 20 ms frames the player found empty afterwards)."""
+    sentences = [min(sentence_s, audio_s - i * sentence_s) for i in range(math.ceil(audio_s / sentence_s))]
+    arrivals, t, made = [], 0.0, 0.0
+    for s in sentences:  # a sentence's audio appears at once, when all of it is made
+        t += s / rate
+        made += s
+        arrivals.append((t, made))
+    start = None
+    for at, made in arrivals:  # the speaker looks again whenever audio arrives
+        done = made >= audio_s - 1e-9
+        if pacer.may_start(Progress(chars, produced_s=made, finished=done), made, rate):
+            start = at
+            break
+    assert start is not None
+    dry = 0
+    for frame in range(int(round(audio_s / 0.02))):
+        needed_at = start + frame * 0.02
+        available = max((m for at, m in arrivals if at <= needed_at + 1e-9), default=0.0)
+        dry += available < (frame + 1) * 0.02 - 1e-9
+    return start, dry
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.6, 0.9, 1.5, 10.0])
+@pytest.mark.parametrize("audio_s", [1.5, 6.0, 20.0])
+def test_playback_that_starts_never_runs_dry(rate, audio_s):
+    pacer = Pacer(seconds_per_char=0.07)
+    chars = int(audio_s / 0.07)
+    start, dry = simulate(pacer, audio_s, chars, rate)
+    assert dry == 0, (start, dry)
+
+
+def test_a_fast_engine_starts_at_the_first_sentence_and_a_slow_one_waits():
+    pacer = Pacer(seconds_per_char=0.07)
+    fast, _ = simulate(pacer, 20.0, int(20 / 0.07), rate=10.0)
+    slow, _ = simulate(pacer, 20.0, int(20 / 0.07), rate=0.5)
+    assert fast == pytest.approx(2.0 / 10.0)  # the first sentence
+    assert slow > 20.0  # at half real time most of it is made first
+
+
+def test_length_estimates_are_learned_from_what_was_spoken():
+    pacer = Pacer(seconds_per_char=0.07)
+    for _ in range(200):
+        pacer.learn(chars=100, speed=1.0, audio_s=5.0)
+    assert pacer.seconds_per_char == pytest.approx(0.05, rel=0.01)
+    assert pacer.length(Progress(chars=100, speed=2.0)) == pytest.approx(2.5, rel=0.02)
+    pacer.learn(chars=3, speed=1.0, audio_s=9.0)  # too short to teach anything
+    assert pacer.seconds_per_char == pytest.approx(0.05, rel=0.01)
+
+
+def test_wait_is_the_later_of_playing_out_and_synthesizing_what_is_ahead():
+    pacer = Pacer(seconds_per_char=0.1)
+    playing = Progress(chars=100, produced_s=10.0, played_s=4.0, finished=True)  # 6 s left to play
+    queued = Progress(chars=50)  # 5 s, nothing made
+    own = Progress(chars=20)
+    fast = pacer.wait([playing, queued], own, rate=100.0)
+    assert fast == pytest.approx(6.0 + 5.0)
+    slow = pacer.wait([playing, queued], own, rate=0.5)
+    assert slow > (5.0 * 1.25) / 0.5  # the queued one's audio must be made first, at half real time
+    assert pacer.wait([], own, rate=0.0) == 0.0
+    assert pacer.buffer_needed(own, 0.0) == math.inf
+
+
+def test_share_of_the_engine_follows_the_other_keys():
+    alone = Capacity(slots=2, running=0, waiting_others=0, audio_per_second=10.0, other_keys=0, per_key=1)
+    crowded = Capacity(slots=2, running=2, waiting_others=9, audio_per_second=10.0, other_keys=9, per_key=1)
+    assert alone.share() == 10.0  # one segment at a time for a key
+    assert crowded.share() == pytest.approx(2.0)  # two slots shared by ten keys
+    assert Pacer.rate(crowded) == crowded.share()
+    assert BURST_S > 0

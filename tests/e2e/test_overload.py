@@ -1,0 +1,133 @@
+"""Pacing and overload through the sandbox: an idle engine starts at the first frame; with a slowed engine no
+silence once speech is heard, readout skipped to catch up with one notice, /say told its wait and refused
+past the guild's bound."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from demo.sandbox_bot import sandbox_settings, start_bot
+from engine.piper import PiperBackend
+from engine.streaming import StreamingEngine
+from tests.e2e.conftest import make_settings
+from tests.e2e.doubles import SlowBackend
+from tests.e2e.recorders import Heard
+from tests.e2e.test_readout import enable_readout, join
+from bot.speech.speaker import frames_of
+
+pytestmark = pytest.mark.e2e
+LONG = ("The river rose all week, and the town council met every evening to plan the sandbags. "
+        "By Friday the water reached the old mill, but the new wall held. "
+        "On Sunday the sun came out, and the children went back to school.")
+
+
+async def slowed_bot(sb, tmp_path, speed: float):
+    settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
+    engine = StreamingEngine(SlowBackend(PiperBackend(settings.engine.piper, workers=settings.engine.workers),
+                                        speed=speed), settings.engine)
+    return await start_bot(sb, sandbox_settings(settings, sb), engine=engine)
+
+
+@pytest.fixture
+async def slow_running(sb, demo, tmp_path, request):
+    running = await slowed_bot(sb, tmp_path, request.param)
+    yield running
+    await running.stop()
+
+
+async def test_idle_engine_starts_at_the_first_frame(sb, demo, bot):
+    ended = []
+    bot.speech.listeners.append(lambda guild_id, utt, outcome: ended.append((utt, outcome)))
+    await join(sb, demo)
+    it = await sb.slash(demo.alice, demo.general, "say", text=LONG)
+    assert await it.wait_text(timeout=30) == "Speaking."
+    for _ in range(1200):  # bounded
+        if ended:
+            break
+        await asyncio.sleep(0.1)
+    [(utt, outcome)] = ended
+    assert outcome.value == "played" and not utt.prerolled and utt.source.underruns == 0
+    # the first segment (a clause) was enough to start: far less than the whole utterance was buffered
+    assert utt.source.buffered_at_start < utt.source.frames_written // 2
+    assert utt.source.buffered_at_start < frames_of(8.0)
+
+
+@pytest.mark.parametrize("slow_running", [0.8], indirect=True)
+async def test_engine_slower_than_speech_never_inserts_silence_once_heard(sb, demo, slow_running):
+    bot = slow_running.bot
+    heard = Heard(bot)
+    ended = []
+    bot.speech.listeners.append(lambda guild_id, utt, outcome: ended.append(utt))
+    await join(sb, demo)
+    capture = sb.capture(demo.guild)
+    capture.clear()
+    # the engine measured itself slower than real time: started at the first frame, this would run dry
+    assert 0 < bot.engine.capacity(demo.guild.id).share() < 1
+    it = await sb.slash(demo.alice, demo.general, "say", text=LONG)
+    assert (await it.wait_text(timeout=30)).startswith(("Speaking", "Queued"))
+    await heard.wait(demo.guild, 1, timeout=120)
+    [(text, outcome)] = heard.of(demo.guild)
+    assert outcome == "played"
+    utt = ended[-1]
+    src = utt.source
+    assert utt.prerolled and src.underruns == 0, (utt.held_s, src.underruns)
+    assert src.frames_read == src.frames_written
+    await capture.wait_until_silent(0.5, timeout=30)
+    assert abs(len(capture.voiced) - src.frames_written) <= 2  # every frame made was heard, nothing more
+
+
+@pytest.mark.parametrize("slow_running", [0.6], indirect=True)
+async def test_readout_behind_by_more_than_max_delay_skips_with_one_notice(sb, demo, slow_running):
+    bot = slow_running.bot
+    heard = Heard(bot)
+    await enable_readout(sb, demo)
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="max_delay", value="5")
+    assert "max_delay is now 5" in await it.wait_text()
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="xsaid", value="off")
+    await it.wait_text()
+    await join(sb, demo)
+    posted = 8
+    authors = []
+    for i in range(posted):  # one message each: the per-user rate limit stays out of this
+        user = sb.user(f"reader{i}")
+        demo.guild.add_member(user)
+        await sb.user_joins_voice(user, demo.voice)
+        authors.append(user)
+    for i, user in enumerate(authors):
+        await sb.post(user, demo.general, f"Message number {i}: the weather is nice and warm today.")
+    speaker = bot.speech.speaker(demo.guild.id)
+    for _ in range(1800):  # bounded: until each message was heard or counted, and nothing is pending
+        notices = [m for m in sb.bot_messages(demo.general) if m.content.startswith("Skipped")]
+        counted = sum(int(m.content.split()[1]) for m in notices)
+        played = sum(o == "played" for _, o in heard.of(demo.guild))
+        if played + counted >= posted and speaker.idle and not bot.readout.catch_up.pending(demo.guild.id):
+            break
+        await asyncio.sleep(0.1)
+    played = [t for t, o in heard.of(demo.guild) if o == "played"]
+    assert len(notices) == 1, [m.content for m in notices]
+    skipped = int(notices[0].content.split()[1])
+    assert skipped >= 1 and len(played) + skipped == posted, (played, notices[0].content)
+    assert "to catch up" in notices[0].content and "5 s" in notices[0].content
+    # read in order, the skipped ones are later messages (the first could start in time)
+    numbers = [int(t.split()[2].rstrip(":")) for t in played]
+    assert numbers == sorted(numbers) and numbers[0] == 0
+
+
+@pytest.mark.parametrize("slow_running", [0.6], indirect=True)
+async def test_say_is_told_a_long_wait_and_refused_past_the_bound(sb, demo, slow_running):
+    await join(sb, demo)
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="max_delay", value="20")
+    await it.wait_text()
+    answers = []
+    for _ in range(4):
+        it = await sb.slash(demo.alice, demo.general, "say", text=LONG)
+        answers.append(await it.wait_text(timeout=30))
+    assert answers[0].startswith(("Speaking", "Queued")), answers
+    told = [a for a in answers if "until it starts" in a]
+    refused = [a for a in answers if a.startswith("I'm busy here")]
+    assert told and refused, answers
+    assert all("limit of 20 s" in a for a in refused)
+    waits = [int(a.split("about ")[1].split()[0]) for a in told + refused]
+    assert all(w > 5 for w in waits) and all(int(a.split("about ")[1].split()[0]) > 20 for a in refused), answers
