@@ -1,7 +1,8 @@
 """The one startup path: create_bot() for run_bot.py, the sandbox demo, e2e tests, the crash test and benchmarks.
 
-Order: the database is upgraded, the engine is built and warmed up (sessions created, a tiny synthesis run),
-then the VoiceBot is made; so a bot that reports ready speaks its first word as fast as its hundredth.
+Order: the database is upgraded, the engine is built and warmed up (every session created and run on a sentence
+as long as the longest segment), then the VoiceBot is made; so a bot that reports ready speaks its first word
+as fast as its hundredth, and its memory is already at its steady size.
 """
 
 from __future__ import annotations
