@@ -1,7 +1,9 @@
 """Shared pieces of the end-to-end benches: bench settings, a guild with a listener, utterance waits, RSS.
 
 Run as `python bench/_harness.py child` (with `sandbox.client.env(sb)` in the environment) it is the bot in a
-subprocess, for measuring that process's memory alone; it stops when its stdin closes.
+subprocess, for measuring that process's memory alone; it stops when its stdin closes, and then writes
+child-stats.json (its event-loop lag samples and peak memory) and utterances.jsonl (one line per finished
+utterance, as the bot's speech service reports them) into BENCH_DATA_DIR.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import statistics
@@ -164,8 +167,16 @@ async def _child_main() -> int:
     # start_bot reads only these four attributes of the sandbox
     sb = SimpleNamespace(api_url=env[ENV_API], gateway_url=env[ENV_GATEWAY], ca_pem_path=env[ENV_CA],
                          token=env[ENV_TOKEN])
-    settings = sandbox_settings(bench_settings(Path(env["BENCH_DATA_DIR"])), sb)
+    data_dir = Path(env["BENCH_DATA_DIR"])
+    settings = sandbox_settings(bench_settings(data_dir), sb)
     running = await start_bot(sb, settings)
+    record = open(data_dir / "utterances.jsonl", "w", buffering=1)  # a line at a time
+    running.bot.speech.listeners.append(lambda guild_id, utt, outcome: record.write(json.dumps({
+        "guild": guild_id, "kind": utt.request.kind, "outcome": outcome.value, "ttfa": utt.ttfa,
+        "underruns": utt.source.underruns if utt.source is not None else 0, "audio_s": utt.audio_seconds,
+        "held_s": utt.held_s}) + "\n"))
+    lags: list[float] = []
+    ticker = asyncio.create_task(_lag_ticker(lags))
     print("ready", flush=True)
     closed = asyncio.Event()
 
@@ -182,8 +193,28 @@ async def _child_main() -> int:
         pass
     finally:
         loop.remove_reader(sys.stdin.fileno())
+        ticker.cancel()
+        (data_dir / "child-stats.json").write_text(json.dumps({"lag_s": lags, "peak_rss_mb": peak_rss_mb()}))
         await running.stop()
+        record.close()
     return 0
+
+
+async def _lag_ticker(lags: list[float], step: float = 0.01) -> None:
+    """How late the event loop wakes a 10 ms sleep: the loop's lag, sampled all along."""
+    loop = asyncio.get_running_loop()
+    while True:
+        t0 = loop.time()
+        await asyncio.sleep(step)
+        lags.append(loop.time() - t0 - step)
+
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """Peak resident memory (VmHWM) of a process, MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"no VmHWM for process {pid}")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["child"]:

@@ -1,13 +1,21 @@
-"""Load through the sandbox: guilds x users sending readout messages and slash commands (hostile text
-included) at the real bot; prints what was accepted, spoken, rejected with a message, skipped, lost,
-TTFA, underruns, peak memory, event-loop lag and tasks left running.
+"""Load through the sandbox at a chosen multiple of the engine's capacity: guilds x users sending readout messages
+and slash commands (hostile text included) at the real bot in its own process; what was heard is taken from
+the sandbox's capture, each utterance's audio identified in the captured stream.
 
-    python -m bench.load            # 50 guilds x 20 users, 2,000 actions over 180 s (<= ~5 min in all)
-    python -m bench.load --quick    # 10 guilds x 5 users, 120 actions over 20 s (<= ~60 s; the CI smoke test)
+    python -m bench.load --plan over    # offered speech ~1.3x what the engine can synthesize (>= 1.2x)
+    python -m bench.load --plan under   # ~0.7x
+    python -m bench.load --quick        # the CI smoke: 10 guilds x 5 users over 20 s at ~0.7x
 
-lost = accepted - spoken - rejected with a message - skipped by a user; the goal is 0. The sandbox runs
-on the same event loop as the bot, so the loop lag measured includes the sandbox's own work (RTP
-decryption and Opus decoding for every guild): an upper bound on the bot's.
+Each run first measures the engine's capacity (audio seconds per wall second, the bot's own engine settings,
+concurrent streams of this load's phrases) and sizes the load from it. Then the bot is started in a
+subprocess exactly as production starts it (bench/_harness.py child: bot.startup.create_bot), so its memory
+and event-loop lag are its own.
+
+Accounting, from the sandbox side only: every accepted item (a readout message by a user in voice; a /say that
+was answered "Speaking"/"Queued") ends as heard (its audio found in the channel's capture: talk spurts matched
+to items in queue order with their expected lengths), told (a /say refused with its reason; readout counted
+in a "Skipped N messages to catch up" notice or told to its author) or skipped by a user (/stop's count, an
+utterance cut by /skip). lost = accepted - heard - told - skipped, per guild.
 """
 
 from __future__ import annotations
@@ -16,12 +24,12 @@ import argparse
 import asyncio
 import collections
 import dataclasses
-import gc
-import logging
+import json
+import math
 import random
+import re
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,23 +38,39 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bot.config import DEFAULT_CONFIG, load_settings  # noqa: E402
-from demo.sandbox_bot import sandbox_settings, start_bot  # noqa: E402
+from bench._harness import bench_settings, bot_subprocess, pct, peak_rss_mb  # noqa: E402
 from sandbox import Sandbox, restore_discord  # noqa: E402
+from sandbox.capture import FRAME_S  # noqa: E402
+
+SPEECH_SHARE = 0.65  # readout + /say among all actions
+WEIGHTS = {"readout": 45, "say": 20, "skip": 5, "stop": 1, "queue": 8, "voice list": 8, "voice settings": 5,
+           "settings show": 8}
+LENGTH_TOLERANCE = 1.35  # a spurt matches an item whose expected length is within this ratio
+CAPACITY_S = 12.0  # how long the capacity is measured
+CAPACITY_STREAMS = 8
+END_BURST = 5  # Opus silence frames discord.py sends when a source ends
+DUMP: list | None = None  # --dump: what each guild sent, heard and was told, for reading afterwards
 
 
 @dataclass(frozen=True)
 class Plan:
+    name: str
     guilds: int
     users: int
-    actions: int
+    factor: float  # offered speech audio per second, as a multiple of the measured capacity
     window_s: float  # actions are spread over this
-    drain_s: float  # then at most this long for queues to empty
+    drain_s: float  # then at most this long for everything to be heard or told
     seed: int = 20
+    goals: dict = field(default_factory=dict)
 
 
-FULL = Plan(guilds=50, users=20, actions=2000, window_s=180.0, drain_s=110.0)
-QUICK = Plan(guilds=10, users=5, actions=120, window_s=20.0, drain_s=25.0)
+OVER = Plan("over", guilds=50, users=20, factor=1.3, window_s=180.0, drain_s=90.0,
+            goals={"say_ttfa_p95_s": 10.0, "readout_delay_p95_s": 35.0})
+UNDER = Plan("under", guilds=50, users=20, factor=0.7, window_s=180.0, drain_s=60.0,
+             goals={"say_ttfa_p95_s": 2.0, "readout_delay_p95_s": 2.0})
+QUICK = Plan("quick", guilds=10, users=5, factor=0.7, window_s=20.0, drain_s=60.0,
+             goals={"say_ttfa_p95_s": 10.0, "readout_delay_p95_s": 35.0})
+PLANS = {p.name: p for p in (OVER, UNDER, QUICK)}
 
 PHRASES = [
     "Hello everyone.", "Good morning.", "I'll be back in five minutes.", "Did anyone see the match?",
@@ -57,9 +81,12 @@ PHRASES = [
 ZALGO = "".join(ch + "\u0336\u0317\u0345\u0353\u035c\u0361" * 3 for ch in "hello zalgo")
 
 
-def hostile(rng: random.Random, mention_ids: list[int]) -> tuple[str, str]:
+HOSTILE = ["zalgo", "10k", "control", "mentions", "markdown", "rtl"]
+
+
+def hostile(rng: random.Random, mention_ids: list[int], kind: str | None = None) -> tuple[str, str]:
     """(kind, text) of one hostile message."""
-    kind = rng.choice(["zalgo", "10k", "control", "mentions", "markdown", "rtl"])
+    kind = kind or rng.choice(HOSTILE)
     if kind == "zalgo":
         return kind, ZALGO
     if kind == "10k":
@@ -73,6 +100,80 @@ def hostile(rng: random.Random, mention_ids: list[int]) -> tuple[str, str]:
     return kind, "\u202eevil text\u202c \u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645 \u05e9\u05dc\u05d5\u05dd"
 
 
+# -- capacity ------------------------------------------------------------------------------------------------
+
+
+def spoken(kind: str, text: str, names: dict[int, str]) -> str | None:
+    """What the bot says for `text` sent as `kind` (its own cleanup and limits: readout cuts at the guild's
+    max_length, /say refuses over the bot's limit): the expected rendering, "" for nothing, None: refused."""
+    from bot.config import SpeechSettings
+    from bot.guild_options import BY_FIELD
+    from bot.speech.discord_text import speakable_content
+    from bot.speech.text import TextOptions, truncate
+
+    limit = BY_FIELD["max_message_chars"].default if kind == "readout" else SpeechSettings.max_text_chars
+    if kind == "say" and len(text) > limit:
+        return None
+    return truncate(speakable_content(text, None, TextOptions(max_chars=limit), names), SpeechSettings.max_text_chars)
+
+
+def expected_texts() -> dict[tuple[str, str], str | None]:
+    """(kind, phrase or hostile kind) -> what the bot says; mentions as in a guild of users named user10xN."""
+    names = {i: f"user10x{i}" for i in range(1, 21)}
+    out: dict[tuple[str, str], str | None] = {}
+    for kind in ("readout", "say"):
+        out.update({(kind, p): spoken(kind, p, names) for p in PHRASES})
+        out.update({(kind, h): spoken(kind, hostile(random.Random(0), list(names), h)[1], names) for h in HOSTILE})
+    return out
+
+
+async def measure_capacity(data_dir: Path) -> tuple[float, dict[tuple[str, str], float | None]]:
+    """(audio seconds per wall second with CAPACITY_STREAMS concurrent streams of this load's phrases, the
+    audio seconds the bot should say for each (kind, phrase or hostile kind): None when it refuses, 0 for
+    nothing to say), on an engine built from the bot's own settings, as the bot builds it."""
+    from engine.base import Voice
+    from engine.factory import build_engine
+
+    engine = build_engine(bench_settings(data_dir).engine)
+    try:
+        await engine.warm_up()
+        rendered: dict[str, float] = {"": 0.0}
+        lengths: dict[tuple[str, str], float | None] = {}
+        for key, text in expected_texts().items():
+            if text is not None and text not in rendered:
+                rendered[text] = len(await engine.synthesize_all(text, Voice())) / (48_000 * 4)
+            lengths[key] = None if text is None else rendered[text]
+        made = 0.0
+        stop_at = time.monotonic() + CAPACITY_S
+
+        async def stream(k: int) -> None:
+            nonlocal made
+            rng = random.Random(k)
+            while time.monotonic() < stop_at:
+                async for chunk in engine.stream(rng.choice(PHRASES), Voice(), key=("capacity", k)):
+                    made += chunk.duration
+        t0 = time.monotonic()
+        await asyncio.gather(*(stream(k) for k in range(CAPACITY_STREAMS)))
+        return made / (time.monotonic() - t0), lengths
+    finally:
+        await engine.close()
+
+
+HOSTILE_SHARE = 0.15
+
+
+def mean_item(lengths: dict[tuple[str, str], float | None]) -> float:
+    """Expected audio seconds of one speech item of this load's mix (readout and /say, hostile included)."""
+    def mean(kind: str, keys: list[str]) -> float:
+        return sum(lengths[(kind, k)] or 0.0 for k in keys) / len(keys)
+    w = WEIGHTS["readout"] / (WEIGHTS["readout"] + WEIGHTS["say"])
+    return sum(share * ((1 - HOSTILE_SHARE) * mean(kind, PHRASES) + HOSTILE_SHARE * mean(kind, HOSTILE))
+               for kind, share in (("readout", w), ("say", 1 - w)))
+
+
+# -- the rooms and the traffic ---------------------------------------------------------------------------------
+
+
 @dataclass
 class Room:
     guild: object
@@ -82,68 +183,26 @@ class Room:
 
 
 @dataclass
-class Tally:
-    """What happened, as a user would see it, plus the bot's own outcome reports."""
+class Item:
+    """One request to speak, as the sandbox saw it."""
 
+    kind: str  # readout | say
+    sent_at: float
+    user_id: int
+    expected_s: float | None  # audio seconds of what the bot should say (None: /say refuses it)
+    interaction: object = None  # /say
+    accepted: bool = True
+    heard_at: float | None = None
+    cut: bool = False  # its spurt was cut short by /skip
+
+
+@dataclass
+class Traffic:
+    items: dict = field(default_factory=lambda: collections.defaultdict(list))  # guild id -> [Item]
+    commands: list = field(default_factory=list)  # (guild id, kind, Interaction)
     sent: collections.Counter = field(default_factory=collections.Counter)
-    interactions: list = field(default_factory=list)  # (kind, Interaction)
-    readout_ids: set = field(default_factory=set)
-    decisions: dict = field(default_factory=dict)  # message id -> Decision
-    outcomes: list = field(default_factory=list)  # (guild, kind, outcome, ttfa, error, author, channel, underruns)
     hostile: collections.Counter = field(default_factory=collections.Counter)
-
-
-def settings_for(tmp: Path):
-    s = load_settings(DEFAULT_CONFIG, environ={})
-    s = dataclasses.replace(s, database=dataclasses.replace(s.database, path=str(tmp / "load.db")))
-    s = dataclasses.replace(s, speech=dataclasses.replace(s.speech, idle_leave_s=0.0))
-    return s
-
-
-def peak_rss_mb() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    v = sorted(values)
-    return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
-
-
-def task_kind(t: asyncio.Task) -> str:
-    coro = t.get_coro()
-    return getattr(coro, "__qualname__", None) or type(coro).__name__
-
-
-class GcPauses:
-    """Durations of the garbage collector's passes (they stop the loop too)."""
-
-    def __init__(self) -> None:
-        self.pauses: list[float] = []
-        self._t0 = 0.0
-
-    def __call__(self, phase: str, info: dict) -> None:
-        if phase == "start":
-            self._t0 = time.perf_counter()
-        else:
-            self.pauses.append(time.perf_counter() - self._t0)
-
-
-async def lag_ticker(samples: list[float], stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        t0 = loop.time()
-        await asyncio.sleep(0.01)
-        samples.append(loop.time() - t0 - 0.01)
+    offered_audio_s: float = 0.0
 
 
 async def build_rooms(sb, plan: Plan) -> list[Room]:
@@ -161,81 +220,76 @@ async def build_rooms(sb, plan: Plan) -> list[Room]:
     return rooms
 
 
-async def prepare(sb, bot, rooms: list[Room]) -> None:
-    """Readout on (xsaid off), the bot in each voice channel, one utterance per guild (so the idle set
-    includes the speakers)."""
+async def prepare(sb, rooms: list[Room]) -> None:
+    """Readout on, "NAME said" off (twenty authors would double the audio), the bot in each voice channel, and
+    one utterance per guild so every path is warm."""
     async def one(room: Room) -> None:
-        it = await sb.slash(sb.owner, room.general, "readout channel", channel=room.general)
-        await it.wait_text(timeout=60)
-        # "NAME said" off: twenty authors a guild would otherwise double every message's audio
-        it = await sb.slash(sb.owner, room.general, "settings set", setting="xsaid", value="off")
-        await it.wait_text(timeout=60)
+        for name, options in (("readout channel", {"channel": room.general}),
+                              ("settings set", {"setting": "xsaid", "value": "off"})):
+            it = await sb.slash(sb.owner, room.general, name, **options)
+            await it.wait_text(timeout=60)
         it = await sb.slash(room.users[0], room.general, "join")
         await it.wait_text(timeout=60)
         await sb.wait_voice_connected(room.guild, timeout=60)
         it = await sb.slash(room.users[0], room.general, "say", text="Ready.")
         await it.wait_text(timeout=60)
+        await sb.capture(room.guild).wait_for_audio(0.2, timeout=120)
     for i in range(0, len(rooms), 10):
         await asyncio.gather(*(one(r) for r in rooms[i:i + 10]))
-    await wait_idle(bot, 60)
 
 
-async def wait_idle(bot, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(sp.idle for sp in bot.speech.speakers.values()):
-            return True
-        await asyncio.sleep(0.1)
-    return False
-
-
-def schedule(plan: Plan, rooms: list[Room]) -> list[tuple[float, int, int, str]]:
+def schedule(plan: Plan, rooms: list[Room], actions: int) -> list[tuple[float, int, int, str]]:
     """(at, room index, user index, action) sorted by time."""
     rng = random.Random(plan.seed)
-    weights = {"readout": 45, "say": 20, "skip": 5, "stop": 1, "queue": 8, "voice list": 8,
-               "voice settings": 5, "settings show": 8}
-    kinds = rng.choices(list(weights), weights=list(weights.values()), k=plan.actions)
+    kinds = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()), k=actions)
     return sorted((rng.uniform(0, plan.window_s), rng.randrange(len(rooms)), rng.randrange(plan.users), k)
                   for k in kinds)
 
 
-async def drive(sb, plan: Plan, rooms: list[Room], tally: Tally) -> None:
+async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[str, float], traffic: Traffic) -> None:
     rng = random.Random(plan.seed + 1)
+    speed: dict[int, float] = collections.defaultdict(lambda: 1.0)  # each user's /voice settings speed
+    pending: list[asyncio.Task] = []
     start = time.monotonic()
-    for at, ri, ui, kind in schedule(plan, rooms):
+    for at, ri, ui, kind in schedule(plan, rooms, actions):
         delay = start + at - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
         room, user = rooms[ri], rooms[ri].users[ui]
-        text = rng.choice(PHRASES)
-        if kind in ("readout", "say") and rng.random() < 0.15:
-            hk, text = hostile(rng, [u.id for u in room.users])
-            tally.hostile[hk] += 1
-        tally.sent[kind] += 1
-        if kind == "readout":
-            mentions = room.users if text.startswith("<@") else None
-            msg = await sb.post(user, room.general, text, mentions=mentions)
-            tally.readout_ids.add(msg.id)
+        gid = room.guild.id
+        traffic.sent[kind] += 1
+        if kind in ("readout", "say"):
+            text = key = rng.choice(PHRASES)
+            if rng.random() < HOSTILE_SHARE:
+                key, text = hostile(rng, [u.id for u in room.users])
+                traffic.hostile[key] += 1
+            length = lengths[(kind, key)]
+            expected = None if length is None else length / speed[user.id]
+            traffic.offered_audio_s += expected or 0.0
+            item = Item(kind, time.monotonic(), user.id, expected, accepted=length != 0.0)
+            traffic.items[gid].append(item)
+            if kind == "readout":
+                await sb.post(user, room.general, text, mentions=room.users if text.startswith("<@") else None)
+            else:
+                item.interaction = await sb.slash(user, room.general, "say", text=text)
             continue
-        options = {"say": {"text": text}, "voice settings": {"speed": rng.choice([0.9, 1.0, 1.2])}}.get(kind, {})
+        options = {}
+        if kind == "voice settings":
+            options = {"speed": rng.choice([0.9, 1.0, 1.2])}
         it = await sb.slash(user, room.general, kind, **options)
-        tally.interactions.append((kind, it))
+        traffic.commands.append((gid, kind, it))
+        if kind == "voice settings":
+            pending.append(asyncio.create_task(_track_speed(it, user.id, options["speed"], speed)))
+    await asyncio.gather(*pending, return_exceptions=True)
 
 
-def instrument(bot, tally: Tally) -> None:
-    def on_utterance(guild_id, utt, outcome) -> None:
-        r = utt.request
-        tally.outcomes.append((guild_id, r.kind, outcome.value, utt.ttfa, utt.error, r.author_id, r.channel_id,
-                               utt.source.underruns if utt.source is not None else 0))
-    bot.speech.listeners.append(on_utterance)
-    service = bot.readout
-    original = service.handle
-
-    async def handle(message):
-        decision = await original(message)
-        tally.decisions[message.id] = decision
-        return decision
-    service.handle = handle
+async def _track_speed(it, user_id: int, value: float, speed: dict) -> None:
+    """Later utterances of this user are expected at the new speed once the bot confirmed it."""
+    try:
+        await it.wait_text(timeout=60)
+        speed[user_id] = value
+    except Exception:
+        pass
 
 
 def first_text(it) -> str | None:
@@ -247,167 +301,300 @@ def first_text(it) -> str | None:
     return None
 
 
-def account(sb, tally: Tally, rooms: list[Room]) -> dict:
-    """The user-visible accounting. A request is accepted when the bot should act on it."""
-    say_its = [it for k, it in tally.interactions if k == "say"]
-    cmd_its = [it for k, it in tally.interactions if k != "say"]
-    say_queued = say_rejected = say_unanswered = 0
-    for it in say_its:
-        text = first_text(it)
-        if text is None:
-            say_unanswered += 1
-        elif text.startswith(("Speaking", "Queued")):
-            say_queued += 1
-        else:
-            say_rejected += 1
-    from bot.readout import Skip
+# -- what was heard ------------------------------------------------------------------------------------------
 
-    ignored_rules = {Skip.NOT_READOUT, Skip.BOT, Skip.PREFIX, Skip.OPTED_OUT, Skip.ROLE, Skip.NOT_IN_VOICE,
-                     Skip.EMPTY, Skip.NOT_CONNECTED}
-    readout_queued = readout_told = readout_untold = readout_ignored = readout_undecided = 0
-    for mid in tally.readout_ids:
-        d = tally.decisions.get(mid)
-        if d is None:
-            readout_undecided += 1
-        elif d.queued:
-            readout_queued += 1
-        elif d.skip in ignored_rules:
-            readout_ignored += 1
-        elif d.told:
-            readout_told += 1
+
+@dataclass
+class Spurt:
+    start: float
+    end: float
+    frames: int
+    cut: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return self.frames * FRAME_S
+
+
+def spurts(capture) -> list[Spurt]:
+    """Each utterance the bot played: discord.py's player ends every one with five Opus silence frames sent at
+    once (an utterance's own silent frames come 20 ms apart), so a tight burst of them closes a spurt."""
+    out: list[Spurt] = []
+    current: Spurt | None = None
+    packets = capture.packets
+    n = len(packets)
+    k = 0
+    while k < n:
+        p = packets[k]
+        if p.silence:
+            run = k
+            while run < n and packets[run].silence:
+                run += 1
+            if run - k >= END_BURST and packets[run - 1].at - p.at < END_BURST * FRAME_S / 2:
+                current = None  # the end of an utterance
+                k = run
+                continue
+        if current is None:
+            current = Spurt(p.at, p.at, 0)
+            out.append(current)
+        current.end = p.at
+        current.frames += 1
+        k += 1
+    return out
+
+
+def fits(s: Spurt, item: Item) -> float | None:
+    """How well spurt `s` fits `item` (0 best), or None when it cannot be that item's audio."""
+    if s.start < item.sent_at or not item.expected_s:
+        return None
+    ratio = s.seconds / item.expected_s
+    if s.cut:
+        return 0.5 if ratio <= LENGTH_TOLERANCE else None
+    err = abs(math.log(ratio))
+    return err / math.log(LENGTH_TOLERANCE) if err <= math.log(LENGTH_TOLERANCE) else None
+
+
+def identify(spurt_list: list[Spurt], readout: list[Item], say: list[Item]) -> int:
+    """Match spurts to items: each kind is heard in its own order (asked-for speech may go ahead of queued
+    readout), each spurt is one item's audio, an item may go unheard. Most matches first, then the closest
+    lengths. Sets heard_at and cut on the items matched; returns how many spurts matched no item."""
+    R, S = len(readout), len(say)
+    layer = [[-math.inf] * (S + 1) for _ in range(R + 1)]
+    layer[0][0] = 0.0
+    passes = [_pass_over(layer)]
+    choices = []
+    for s in spurt_list:
+        new = [[-math.inf] * (S + 1) for _ in range(R + 1)]
+        choice: list[list[tuple | None]] = [[None] * (S + 1) for _ in range(R + 1)]
+
+        def offer(i: int, j: int, value: float, how: tuple) -> None:
+            if value > new[i][j]:
+                new[i][j], choice[i][j] = value, how
+        for i in range(R + 1):
+            for j in range(S + 1):
+                b = layer[i][j]
+                if b == -math.inf:
+                    continue
+                offer(i, j, b - 2.0, ("none", i, j))  # audio of no item: a penalty, it should not happen
+                if i < R and (f := fits(s, readout[i])) is not None:
+                    offer(i + 1, j, b + 1 - 0.1 * f, ("r", i, j))
+                if j < S and (f := fits(s, say[j])) is not None:
+                    offer(i, j + 1, b + 1 - 0.1 * f, ("s", i, j))
+        layer = new
+        choices.append(choice)
+        passes.append(_pass_over(layer))
+    i, j = max(((a, b) for a in range(R + 1) for b in range(S + 1)), key=lambda ab: layer[ab[0]][ab[1]])
+    unmatched = 0
+    for k in range(len(spurt_list), 0, -1):
+        i, j = _origin(passes[k], i, j)
+        kind, pi, pj = choices[k - 1][i][j]
+        spurt = spurt_list[k - 1]
+        if kind == "r":
+            readout[pi].heard_at, readout[pi].cut = spurt.start, spurt.cut
+        elif kind == "s":
+            say[pj].heard_at, say[pj].cut = spurt.start, spurt.cut
         else:
-            readout_untold += 1
-    # outcomes of what was queued during the load (the warm-up "Ready." utterances are excluded)
-    played = failed_told = failed_untold = skipped = 0
-    by_channel_user: dict[tuple[int, int], list] = collections.defaultdict(list)
-    for it in say_its:
-        by_channel_user[(it.channel.id, it.user.id)].append(it)
-    channels = {r.general.id: r.general for r in rooms}
-    for _, kind, outcome, _, error, author, channel, _ in tally.outcomes:
-        if outcome == "played":
-            played += 1
-        elif outcome in ("skipped", "removed"):
-            skipped += 1
-        elif outcome == "failed":
-            if kind == "say":
-                seen = any(any((r.content or "") == error for r in it.responses)
-                           for it in by_channel_user.get((channel, author), []))
-            else:
-                ch = channels.get(channel)
-                seen = ch is not None and any(f"<@{author}>" in m.content and "could not read" in m.content
-                                              for m in ch.messages if m.author.id == sb.bot_user.id)
-            failed_told += seen
-            failed_untold += not seen
-    accepted = len(say_its) + len(tally.readout_ids) - readout_ignored
-    rejected = say_rejected + readout_told + failed_told
-    lost = accepted - played - rejected - skipped
+            unmatched += 1
+        i, j = pi, pj
+    return unmatched
+
+
+def _pass_over(layer: list[list[float]]) -> list[list[str]]:
+    """Items may be passed over unheard: each state takes the best of itself and the states before it (in
+    place); returns where each value came from ("self", "up": one readout item passed, "left": one /say)."""
+    ptr = [["self"] * len(layer[0]) for _ in layer]
+    for i, row in enumerate(layer):
+        for j in range(len(row)):
+            if i and layer[i - 1][j] > row[j]:
+                row[j], ptr[i][j] = layer[i - 1][j], "up"
+            if j and row[j - 1] > row[j]:
+                row[j], ptr[i][j] = row[j - 1], "left"
+    return ptr
+
+
+def _origin(ptr: list[list[str]], i: int, j: int) -> tuple[int, int]:
+    while ptr[i][j] != "self":
+        i, j = (i - 1, j) if ptr[i][j] == "up" else (i, j - 1)
+    return i, j
+
+
+# -- accounting ----------------------------------------------------------------------------------------------
+
+
+SKIPPED_NOTICE = re.compile(r"^Skipped (\d+) messages? to catch up")
+STOPPED = re.compile(r"^Stopped; (\d+) waiting")
+TOLD_AUTHOR = ("faster than I can read", "could not read your message", "queue is full")
+
+
+def account(sb, rooms: list[Room], traffic: Traffic) -> dict:
+    """Heard, told, skipped and lost per guild, from what the sandbox saw and captured."""
+    totals = collections.Counter()
+    say_ttfa: list[float] = []
+    readout_delay: list[float] = []
+    unidentified = 0
+    for room in rooms:
+        gid = room.guild.id
+        items = traffic.items.get(gid, [])
+        for item in items:
+            if item.kind == "say":
+                answer = first_text(item.interaction) or ""
+                item.accepted = answer.startswith(("Speaking", "Queued"))
+                totals["say_told" if answer and not item.accepted else "say_unanswered" if not answer else "x"] += 1
+        cap = sb.capture(room.guild)
+        spurt_list = spurts(cap)
+        skips = [it.sent_at for g, kind, it in traffic.commands if g == gid and kind == "skip"
+                 and (first_text(it) or "").startswith("Skipped")]
+        for s in spurt_list:  # a spurt that ended right after a /skip was cut short by it
+            s.cut = any(t <= s.end + 0.1 and s.end - t < 1.5 for t in skips)
+        readout = [it for it in items if it.kind == "readout" and it.accepted]  # not: nothing to say
+        say = [it for it in items if it.kind == "say" and it.accepted]
+        unidentified += identify(spurt_list, readout, say)
+        if DUMP is not None:
+            DUMP.append({"guild": gid, "spurts": [(round(s.start, 2), round(s.seconds, 2), s.cut) for s in spurt_list],
+                         "items": [(it.kind, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
+                                    it.accepted, it.heard_at and round(it.heard_at, 2), it.cut) for it in items],
+                         "bot": [m.content[:60] for m in sb.bot_messages(room.general)]})
+        bot_msgs = [m for m in sb.bot_messages(room.general)]
+        caught_up = sum(int(m.group(1)) for m in (SKIPPED_NOTICE.match(x.content) for x in bot_msgs) if m)
+        told_users = collections.Counter(u.id for u in room.users for x in bot_msgs
+                                         if f"<@{u.id}>" in x.content and any(t in x.content for t in TOLD_AUTHOR))
+        stopped = sum(int(m.group(1)) for g, kind, it in traffic.commands if g == gid and kind == "stop"
+                      for m in [STOPPED.match(first_text(it) or "")] if m)
+        accepted = len(readout) + len(say)
+        heard = sum(1 for it in readout + say if it.heard_at is not None and not it.cut)
+        cut = sum(1 for it in readout + say if it.heard_at is not None and it.cut)
+        unheard_readout = collections.Counter(it.user_id for it in readout if it.heard_at is None)
+        told_readout = caught_up + sum(n for u, n in unheard_readout.items() if told_users[u])
+        lost = accepted - heard - cut - stopped - told_readout
+        totals["accepted"] += accepted
+        totals["heard"] += heard
+        totals["told"] += told_readout
+        totals["skipped_by_user"] += cut + stopped
+        totals["lost"] += max(0, lost)
+        totals["overcounted"] += max(0, -lost)
+        say_ttfa += [it.heard_at - it.sent_at for it in say if it.heard_at is not None]
+        readout_delay += [it.heard_at - it.sent_at for it in readout if it.heard_at is not None]
+    totals["accepted"] += totals["say_told"]  # a refused /say was accepted as a request and told
+    totals["told"] += totals["say_told"]
+    cmds = [it for _, _, it in traffic.commands]
+    keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "overcounted", "say_told", "say_unanswered")
+    return {**{k: totals[k] for k in keys}, "unidentified_spurts": unidentified, "say_ttfa": say_ttfa, "readout_delay": readout_delay,
+            "commands": len(cmds), "commands_unanswered": sum(1 for it in cmds if first_text(it) is None)}
+
+
+# -- the run ------------------------------------------------------------------------------------------------
+
+
+async def settle(sb, rooms: list[Room], traffic: Traffic, timeout: float) -> bool:
+    """Until every channel has been quiet for 4 s (nothing left to say or tell), at most `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last = max((p.at for r in rooms for p in sb.capture(r.guild).packets[-1:]), default=0.0)
+        answered = all(first_text(it.interaction) is not None
+                       for items in traffic.items.values() for it in items if it.kind == "say")
+        if answered and time.monotonic() - last > 4.0:
+            return True
+        await asyncio.sleep(0.5)
+    return False
+
+
+async def run(plan: Plan) -> dict:
+    with tempfile.TemporaryDirectory(prefix="load-") as tmp:
+        data = Path(tmp)
+        capacity, lengths = await measure_capacity(data)
+        mean = mean_item(lengths)
+        actions = max(20, round(plan.factor * capacity * plan.window_s / (mean * SPEECH_SHARE)))
+        traffic = Traffic()
+        async with Sandbox() as sb:
+            rooms = await build_rooms(sb, plan)
+            async with bot_subprocess(sb, data, max_s=plan.window_s + plan.drain_s + 900) as child:
+                t_setup = time.monotonic()
+                await prepare(sb, rooms)
+                await settle(sb, rooms, traffic, 120)
+                for r in rooms:
+                    sb.capture(r.guild).clear()
+                setup_s = time.monotonic() - t_setup
+                t0 = time.monotonic()
+                await drive(sb, plan, rooms, actions, lengths, traffic)
+                sent_s = time.monotonic() - t0
+                drained = await settle(sb, rooms, traffic, plan.drain_s)
+                load_s = time.monotonic() - t0
+                bot_peak = peak_rss_mb(child.pid)
+            stats = json.loads((data / "child-stats.json").read_text())
+            utterances = [json.loads(line) for line in (data / "utterances.jsonl").read_text().splitlines()]
+            counts = account(sb, rooms, traffic)
+        restore_discord()
+    played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
     return {
-        "accepted": accepted, "spoken": played, "rejected_with_message": rejected, "skipped_by_user": skipped,
-        "lost": lost, "say_unanswered": say_unanswered, "readout_undecided": readout_undecided,
-        "readout_untold": readout_untold, "failed_untold": failed_untold, "readout_ignored": readout_ignored,
-        "queued": say_queued + readout_queued, "commands": len(cmd_its),
-        "commands_unanswered": sum(1 for it in cmd_its if first_text(it) is None),
+        **counts, "plan": plan, "capacity": capacity, "mean_phrase_s": mean, "actions": actions,
+        "offered": traffic.offered_audio_s / plan.window_s / capacity, "sent": dict(traffic.sent),
+        "hostile": dict(traffic.hostile), "setup_s": setup_s, "sent_s": sent_s, "load_s": load_s,
+        "drained": drained, "bot_peak_rss_mb": max(bot_peak, stats["peak_rss_mb"]),
+        "loop_lag_p99_ms": pct(stats["lag_s"], 0.99) * 1000 if stats["lag_s"] else float("nan"),
+        "underruns": sum(u["underruns"] for u in played), "played": len(played),
+        "outcomes": dict(collections.Counter(u["outcome"] for u in utterances)),
     }
 
 
-async def run(plan: Plan, *, log_level: str = "ERROR") -> dict:
-    logging.basicConfig(level=getattr(logging, log_level), format="%(levelname)s %(name)s: %(message)s")
-    tally = Tally()
-    with tempfile.TemporaryDirectory(prefix="load-") as tmp:
-        settings = settings_for(Path(tmp))
-        async with Sandbox() as sb:
-            rooms = await build_rooms(sb, plan)
-            t_start = time.monotonic()
-            running = await start_bot(sb, sandbox_settings(settings, sb), ready_timeout=120)
-            bot = running.bot
-            try:
-                await prepare(sb, bot, rooms)
-                instrument(bot, tally)
-                gc.collect()
-                await asyncio.sleep(0.5)
-                me = asyncio.current_task()
-                idle_kinds = collections.Counter(task_kind(t) for t in asyncio.all_tasks() if t is not me)
-                setup_s = time.monotonic() - t_start
-                lags: list[float] = []
-                stop = asyncio.Event()
-                ticker = asyncio.create_task(lag_ticker(lags, stop))
-                gcp = GcPauses()
-                gc.callbacks.append(gcp)
-                t0 = time.monotonic()
-                await drive(sb, plan, rooms, tally)
-                sent_s = time.monotonic() - t0
-                drained = await wait_idle(bot, plan.drain_s)
-                await asyncio.sleep(1.0)  # last answers, listeners and sends settle
-                load_s = time.monotonic() - t0
-                stop.set()
-                await ticker
-                gc.callbacks.remove(gcp)
-                gc.collect()
-                end_kinds = collections.Counter(task_kind(t) for t in asyncio.all_tasks() if t is not me)
-                extra = end_kinds - idle_kinds
-                counts = account(sb, tally, rooms)
-                ttfas = [o[3] for o in tally.outcomes if o[2] == "played" and o[3] is not None]
-                result = {
-                    **counts, "drained": drained, "setup_s": setup_s, "sent_s": sent_s, "load_s": load_s,
-                    "ttfa_p50_ms": pct(ttfas, 0.50) * 1000, "ttfa_p95_ms": pct(ttfas, 0.95) * 1000,
-                    "underruns": sum(o[7] for o in tally.outcomes),
-                    "peak_rss_mb": peak_rss_mb(), "loop_lag_p99_ms": pct(lags, 0.99) * 1000,
-                    "loop_lag_max_ms": max(lags, default=0.0) * 1000,
-                    "gc_max_ms": max(gcp.pauses, default=0.0) * 1000,
-                    "sessions": getattr(getattr(bot.engine, "backend", None), "sessions_alive", 0),
-                    "threads": threading.active_count(),
-                    "tasks_idle": sum(idle_kinds.values()), "tasks_end": sum(end_kinds.values()),
-                    "tasks_left": sum(extra.values()), "tasks_left_kinds": dict(extra),
-                    "sent": dict(tally.sent), "hostile": dict(tally.hostile),
-                    "outcomes": dict(collections.Counter(o[2] for o in tally.outcomes)),
-                }
-            finally:
-                await running.stop()
-        restore_discord()
-    return result
+def goal_line(name: str, value: float, goal: float, fmt: str = "{:.2f}", *, at_least: bool = False) -> tuple[str, bool]:
+    ok = value >= goal if at_least else value <= goal
+    sign = ">=" if at_least else "<="
+    return f"{name}: {fmt.format(value)} (goal {sign} {fmt.format(goal)}) {'OK' if ok else 'MISSED'}", ok
 
 
-def report(plan: Plan, r: dict) -> None:
-    print(f"load: {plan.guilds} guilds x {plan.users} users, {plan.actions} actions over {plan.window_s:.0f} s "
-          f"(sent in {r['sent_s']:.1f} s, drained {'yes' if r['drained'] else 'NO'}, {r['load_s']:.1f} s in all; "
-          f"setup {r['setup_s']:.1f} s)")
+def report(r: dict) -> int:
+    plan: Plan = r["plan"]
+    print(f"load plan {plan.name}: {plan.guilds} guilds x {plan.users} users, {r['actions']} actions over "
+          f"{plan.window_s:.0f} s (sent in {r['sent_s']:.1f} s; settled {'yes' if r['drained'] else 'NO'}, "
+          f"{r['load_s']:.1f} s in all; setup {r['setup_s']:.1f} s)")
+    print(f"engine capacity: {r['capacity']:.2f} audio s per s ({CAPACITY_STREAMS} streams, measured in this run); "
+          f"mean item {r['mean_phrase_s']:.2f} s of audio")
     print(f"sent: {r['sent']}; hostile: {r['hostile']}")
-    print(f"accepted: {r['accepted']}")
-    print(f"spoken: {r['spoken']}")
-    print(f"rejected with a message: {r['rejected_with_message']}")
-    print(f"skipped by a user: {r['skipped_by_user']}")
-    print(f"lost: {r['lost']}  (goal 0; unanswered /say {r['say_unanswered']}, readout undecided "
-          f"{r['readout_undecided']}, refused untold {r['readout_untold']}, failed untold {r['failed_untold']})")
-    print(f"ignored by readout rules (empty, not in voice...): {r['readout_ignored']}")
-    print(f"other commands: {r['commands']}, unanswered: {r['commands_unanswered']} (goal 0)")
-    print(f"utterance outcomes: {r['outcomes']}")
-    print(f"TTFA p50: {r['ttfa_p50_ms']:.0f} ms, p95: {r['ttfa_p95_ms']:.0f} ms")
-    print(f"underruns: {r['underruns']}")
-    print(f"peak resident memory: {r['peak_rss_mb']:.0f} MiB (bot and sandbox; inference sessions held "
-          f"{r['sessions']}, threads {r['threads']})")
-    print(f"event-loop lag p99: {r['loop_lag_p99_ms']:.1f} ms (goal <= 50; max {r['loop_lag_max_ms']:.0f} ms; "
-          f"longest GC pass {r['gc_max_ms']:.0f} ms)")
-    print(f"tasks left running: {r['tasks_left']} beyond the idle set of {r['tasks_idle']} (goal 0)"
-          + (f": {r['tasks_left_kinds']}" if r["tasks_left"] else ""))
+    print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
+          f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
+          f"{r['unidentified_spurts']} spurts; counted twice {r['overcounted']}")
+    print(f"bot utterance outcomes: {r['outcomes']}")
+    print(f"other commands: {r['commands']}, unanswered: {r['commands_unanswered']}")
+    lines = [
+        (f"offered_vs_capacity: {r['offered']:.2f} (plan {plan.factor:.1f}x)", None),
+        goal_line("underruns_per_100_utterances", 100 * r["underruns"] / max(1, r["played"]), 1.0),
+        goal_line("say_ttfa_p95_s", pct(r["say_ttfa"], 0.95) if r["say_ttfa"] else math.inf,
+                  plan.goals["say_ttfa_p95_s"]),
+        goal_line("readout_delay_p95_s", pct(r["readout_delay"], 0.95) if r["readout_delay"] else math.inf,
+                  plan.goals["readout_delay_p95_s"]),
+        goal_line("lost_heard", r["lost"], 0, "{:.0f}"),
+        goal_line("bot_peak_rss_mb", r["bot_peak_rss_mb"], 1024, "{:.0f}"),
+        goal_line("loop_lag_p99_ms", r["loop_lag_p99_ms"], 50.0, "{:.1f}"),
+    ]
+    goals = [ok for _, ok in lines if ok is not None]
+    for text, _ in lines:
+        print(text)
+    met = sum(goals) + (r["commands_unanswered"] == 0)
+    print(f"commands_unanswered: {r['commands_unanswered']} (goal 0) {'OK' if r['commands_unanswered'] == 0 else 'MISSED'}")
+    print(f"load: {met}/{len(goals) + 1} goals met")
+    return 0 if met == len(goals) + 1 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the short CI version (<= ~60 s)")
+    ap.add_argument("--plan", choices=sorted(PLANS), default="over")
+    ap.add_argument("--quick", action="store_true", help="the CI smoke plan (same as --plan quick)")
     ap.add_argument("--guilds", type=int)
     ap.add_argument("--users", type=int)
-    ap.add_argument("--actions", type=int)
     ap.add_argument("--window", type=float, help="seconds over which the actions are sent")
+    ap.add_argument("--factor", type=float, help="offered speech as a multiple of the measured capacity")
     ap.add_argument("--seed", type=int)
-    ap.add_argument("--log-level", default="ERROR")
+    ap.add_argument("--dump", type=Path, help="write each guild's items, talk spurts and bot messages here (JSON)")
     args = ap.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    changes = {k: v for k, v in {"guilds": args.guilds, "users": args.users, "actions": args.actions,
-                                 "window_s": args.window, "seed": args.seed}.items() if v is not None}
-    plan = dataclasses.replace(plan, **changes)
-    result = asyncio.run(run(plan, log_level=args.log_level))
-    report(plan, result)
-    return 0 if result["lost"] == 0 and result["commands_unanswered"] == 0 else 1
+    global DUMP
+    DUMP = [] if args.dump else None
+    plan = QUICK if args.quick else PLANS[args.plan]
+    changes = {k: v for k, v in {"guilds": args.guilds, "users": args.users, "window_s": args.window,
+                                 "factor": args.factor, "seed": args.seed}.items() if v is not None}
+    result = asyncio.run(run(dataclasses.replace(plan, **changes)))
+    if args.dump:
+        args.dump.write_text(json.dumps(DUMP, indent=1))
+    return report(result)
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ class SpeechService:
     def queued_text(self, guild_id: int, utt: Utterance, wait: float) -> str:
         """What the asker is told: speaking now, or queued, with the expected wait when it is long."""
         position = self.speaker(guild_id).position(utt)
-        about = f" (about {wait:.0f} s until it starts: it's busy)" if wait > self.settings.say_notice_s else ""
+        about = f" (starts in about {wait:.0f} s)" if wait > self.settings.say_notice_s else ""
         if position <= 1 and not about:
             return "Speaking."
         ahead = f"{position - 1} ahead of you" if position > 1 else "next"

@@ -125,7 +125,7 @@ async def test_say_is_told_a_long_wait_and_refused_past_the_bound(sb, demo, slow
         it = await sb.slash(demo.alice, demo.general, "say", text=LONG)
         answers.append(await it.wait_text(timeout=30))
     assert answers[0].startswith(("Speaking", "Queued")), answers
-    told = [a for a in answers if "until it starts" in a]
+    told = [a for a in answers if "starts in about" in a]
     refused = [a for a in answers if a.startswith("I'm busy here")]
     assert told and refused, answers
     assert all("limit of 20 s" in a for a in refused)
