@@ -62,10 +62,8 @@ def _settings(workers: int, model: str = "") -> EngineSettings:
     )
 
 
-async def _engine(workers: int, model: str, intra_op: int | None = None) -> StreamingEngine:
-    backend = PiperBackend(PiperSettings(model=model), workers=workers)
-    if intra_op is not None:
-        backend.intra_op_threads = intra_op
+async def _engine(workers: int, model: str, intra_op: int = 0) -> StreamingEngine:
+    backend = PiperBackend(PiperSettings(model=model, intra_op_threads=intra_op), workers=workers)
     engine = StreamingEngine(backend, _settings(workers, model))
     await engine.warm_up()
     return engine
@@ -144,7 +142,7 @@ async def bench_scaling(model: str, utterances: int, rounds: int) -> list[Metric
     runs) against the two workers. Configurations are interleaved round by round and the best round of
     each is kept: other load on a shared machine only ever slows a round down."""
     cpus = os.cpu_count() or 1
-    configs: list[tuple[str, int, int | None]] = [("1w1t", 1, 1), ("2w1t", 2, 1), ("1w", 1, None)]
+    configs: list[tuple[str, int, int]] = [("1w1t", 1, 1), ("2w1t", 2, 1), ("1w", 1, 0)]
     engines = {label: await _engine(workers, model, intra) for label, workers, intra in configs}
     rates: dict[str, list[float]] = {label: [] for label in engines}
     try:

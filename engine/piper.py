@@ -91,10 +91,21 @@ def _piper_version() -> str:
         return "unknown"
 
 
+def intra_op_threads(settings: PiperSettings, workers: int) -> int:
+    """`engine.piper.intra_op_threads`, or when 0 the CPUs this process may run on (not all the machine's:
+    a server pinned to one core that ran 2 threads there synthesized a third slower) // workers."""
+    if settings.intra_op_threads < 0:
+        raise EngineError("engine.piper.intra_op_threads must be 0 (one share of the usable CPUs) or more.")
+    if settings.intra_op_threads:
+        return settings.intra_op_threads
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, usable // max(1, workers))
+
+
 class PiperBackend:
     """Piper synthesis. The model is read once per process; each running generator leases its own
-    onnxruntime session from a pool of `workers` (engine/sessions.py), with `intra_op_num_threads =
-    cpu_count // workers` so workers share the cores instead of fighting over them. Sessions belong
+    onnxruntime session from a pool of `workers` (engine/sessions.py), with `intra_op_threads(...)`
+    threads each, so workers share the cores instead of fighting over them. Sessions belong
     to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to length_scale = 1/speed. Piper has no pitch
     control: pitch and voice matching are applied afterwards by engine.matching.apply_voice.
     """
@@ -110,7 +121,7 @@ class PiperBackend:
         path = self.settings.model or str(bundled_model_path())
         self.model = load_model(str(Path(path).expanduser().resolve()))
         cfg = self.model.config
-        self.intra_op_threads = max(1, (os.cpu_count() or 1) // self.workers)
+        self.intra_op_threads = intra_op_threads(self.settings, self.workers)
         self._voices: SessionPool[object] = SessionPool(self._new_voice, self.workers)
         speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
         self.info = BackendInfo(

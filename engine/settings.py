@@ -12,6 +12,7 @@ class PiperSettings:
     noise_scale: float = 0.667
     noise_w: float = 0.8
     voices_dir: str = ""  # folder of extra Piper voices (.onnx + .onnx.json), each speaking its .onnx.json's language
+    intra_op_threads: int = 0  # onnxruntime threads per worker; 0: the CPUs this process may use // workers
 
 
 @dataclass(frozen=True)
