@@ -449,15 +449,16 @@ def account(sb, rooms: list[Room], traffic: Traffic) -> dict:
         readout = [it for it in items if it.kind == "readout" and it.accepted]  # not: nothing to say
         say = [it for it in items if it.kind == "say" and it.accepted]
         unidentified += identify(spurt_list, readout, say)
+        # everything the bot posted, also the tells it deleted after 20 s (their authors saw them)
+        bot_msgs = [m for m in room.general.messages if m.author.id == sb.bot_user.id]
+        caught_up = sum(int(m.group(1)) for m in (SKIPPED_NOTICE.match(x.content) for x in bot_msgs) if m)
+        told_users = collections.Counter(u.id for u in room.users for x in bot_msgs
+                                         if f"<@{u.id}>" in x.content and any(t in x.content for t in TOLD_AUTHOR))
         if DUMP is not None:
             DUMP.append({"guild": gid, "spurts": [(round(s.start, 2), round(s.seconds, 2), s.cut) for s in spurt_list],
                          "items": [(it.kind, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
                                     it.accepted, it.heard_at and round(it.heard_at, 2), it.cut) for it in items],
-                         "bot": [m.content[:60] for m in sb.bot_messages(room.general)]})
-        bot_msgs = [m for m in sb.bot_messages(room.general)]
-        caught_up = sum(int(m.group(1)) for m in (SKIPPED_NOTICE.match(x.content) for x in bot_msgs) if m)
-        told_users = collections.Counter(u.id for u in room.users for x in bot_msgs
-                                         if f"<@{u.id}>" in x.content and any(t in x.content for t in TOLD_AUTHOR))
+                         "bot": [m.content[:60] for m in bot_msgs]})
         stopped = sum(int(m.group(1)) for g, kind, it in traffic.commands if g == gid and kind == "stop"
                       for m in [STOPPED.match(first_text(it) or "")] if m)
         accepted = len(readout) + len(say)
@@ -521,6 +522,9 @@ async def run(plan: Plan) -> dict:
                 load_s = time.monotonic() - t0
                 bot_peak = peak_rss_mb(child.pid)
             stats = json.loads((data / "child-stats.json").read_text())
+            if DUMP is not None:
+                DUMP.append({"child_log": (data / "child.log").read_text(errors="replace")[-200_000:],
+                             "utterances": (data / "utterances.jsonl").read_text()})
             utterances = [json.loads(line) for line in (data / "utterances.jsonl").read_text().splitlines()]
             counts = account(sb, rooms, traffic)
         restore_discord()

@@ -209,7 +209,9 @@ class Engine(Protocol):
         """Check a reference clip and derive this backend's features of it (the backend decides what)."""
         ...
 
-    def capacity(self, key: Hashable) -> Capacity: ...
+    def capacity(self, key: Hashable, *, urgent: bool = False) -> Capacity:
+        """This key's view of the engine's load (as an urgent request's, served before the others)."""
+        ...
 
     def languages(self) -> dict[str, str]:
         """Every language some voice of this engine speaks: base code -> English name."""
@@ -230,10 +232,12 @@ class Engine(Protocol):
         key: Hashable,
         rate: int = DISCORD_RATE,
         channels: int = DISCORD_CHANNELS,
+        urgent: bool = False,
     ) -> AsyncIterator[AudioChunk]:
         """Yield audio segment by segment as it is synthesized, converted to `rate`/`channels`.
 
-        At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES).
+        At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES). `urgent` segments are
+        served before the others (asked-for speech before channel readout); each level is fair across keys.
         """
         ...
 

@@ -73,7 +73,7 @@ class EngineSettings:
     segment_timeout_s: float = 30.0
     max_abandoned: int = 2  # timed-out/skipped inference threads that may still be finishing (see streaming.py)
     first_segment_chars: int = 60  # the first segment is cut at a clause near this length
-    max_segment_chars: int = 240
+    max_segment_chars: int = 150  # also bounds one inference's memory: a session's arena grows with it
     max_text_chars: int = 2000  # longer text is refused; the bot checks its speech.max_text_chars fits (bot/config.py)
     loudness_target_dbfs: float = -20.0  # RMS target for normalization
     fade_ms: float = 5.0  # fade at utterance edges only

@@ -213,6 +213,7 @@ class StreamingEngine:
         key: Hashable,
         rate: int = DISCORD_RATE,
         channels: int = DISCORD_CHANNELS,
+        urgent: bool = False,
     ) -> AsyncIterator[AudioChunk]:
         if self._closed:
             raise EngineError("The speech engine is shut down.")
@@ -231,7 +232,7 @@ class StreamingEngine:
 
         def start(i: int) -> None:
             if i < len(jobs) and jobs[i].task is None:
-                jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key))
+                jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key, urgent))
 
         try:
             start(0)
@@ -263,10 +264,11 @@ class StreamingEngine:
                 if cancelled:
                     self.counters.cancelled += 1
 
-    async def _produce(self, job: _Job, backend: Backend | AsyncBackend, voice: Voice, key: Hashable) -> None:
+    async def _produce(self, job: _Job, backend: Backend | AsyncBackend, voice: Voice, key: Hashable,
+                       urgent: bool) -> None:
         loop = asyncio.get_running_loop()
         try:
-            job.grant = await self.scheduler.acquire(key)
+            job.grant = await self.scheduler.acquire(key, urgent=urgent)
             if self.trace is not None:
                 self.trace("granted", key, job.index)
             t0 = time.perf_counter()
@@ -413,15 +415,17 @@ class StreamingEngine:
             lambda: register_clip(data, transcript, [self.backend], self.settings, max_bytes=max_bytes),  # type: ignore[list-item]
         )
 
-    def capacity(self, key: Hashable) -> Capacity:
+    def capacity(self, key: Hashable, *, urgent: bool = False) -> Capacity:
         stats = self.scheduler.stats()
         c = self.counters
+        # urgent work shares the slots with other keys' urgent work only (it is served first)
+        competing = stats.waiting_urgent.keys() if urgent else stats.waiting.keys() | stats.running_per_key.keys()
         return Capacity(
             slots=self.scheduler.max_concurrency,
             running=stats.running,
             waiting_others=sum(n for k, n in stats.waiting.items() if k != key),
             audio_per_second=c.recent_speed,
-            other_keys=len((stats.waiting.keys() | stats.running_per_key.keys()) - {key}),
+            other_keys=len(competing - {key}),
             per_key=self.scheduler.per_key_limit,
         )
 

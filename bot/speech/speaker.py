@@ -57,6 +57,11 @@ class Request:
     label: str = ""  # short text for /queue
     created_at: float = field(default_factory=time.monotonic)
     start_by: float | None = None  # monotonic time after which it is not worth starting (readout's max_delay)
+
+    @property
+    def urgent(self) -> bool:
+        """Asked-for speech (not channel readout): synthesized before readout, in every guild."""
+        return self.kind != "readout"
     request_id: str = field(default_factory=lambda: secrets.token_hex(4))
 
 
@@ -145,9 +150,9 @@ class GuildSpeaker:
 
     def _place_of(self, request: Request) -> int:
         """Asked-for speech (/say, previews) goes ahead of queued channel readout, behind other asked-for speech."""
-        if request.kind == "readout":
+        if not request.urgent:
             return len(self._queue)
-        return next((i for i, u in enumerate(self._queue) if u.request.kind == "readout"), len(self._queue))
+        return next((i for i, u in enumerate(self._queue) if not u.request.urgent), len(self._queue))
 
     def progress(self, utt: Utterance) -> Progress:
         src = utt.source
@@ -158,16 +163,17 @@ class GuildSpeaker:
             finished=src is not None and src.finished,
         )
 
-    def rate(self) -> float:
-        """Audio seconds per second of synthesis this guild gets now (its share of the engine)."""
-        return self.pacer.rate(self.engine.capacity(self.guild_id))
+    def rate(self, request: Request | None = None) -> float:
+        """Audio seconds per second of synthesis this guild gets now for `request` (its share of the engine)."""
+        urgent = request is not None and request.urgent
+        return self.pacer.rate(self.engine.capacity(self.guild_id, urgent=urgent))
 
     def expected_wait(self, request: Request) -> float:
         """Seconds until `request`, queued now, would start playing."""
         ahead = [self.current] if self.current is not None else []
         ahead += list(self._queue)[: self._place_of(request)]
         own = Progress(chars=len(request.text), speed=request.voice.speed)
-        return self.pacer.wait([self.progress(u) for u in ahead], own, self.rate())
+        return self.pacer.wait([self.progress(u) for u in ahead], own, self.rate(request))
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""
@@ -283,7 +289,8 @@ class GuildSpeaker:
     async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
         async with self._synth_slots:
             utt.synth_started = time.monotonic()
-            stream = self.engine.stream(utt.request.text, utt.request.voice, key=self.guild_id)
+            stream = self.engine.stream(utt.request.text, utt.request.voice, key=self.guild_id,
+                                        urgent=utt.request.urgent)
             try:
                 async for chunk in stream:
                     yield chunk
@@ -355,7 +362,7 @@ class GuildSpeaker:
         held = time.monotonic()
         while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1):
             buffered_s = src.buffered_frames * FRAME_S
-            need = self.pacer.buffer_needed(self.progress(utt), self.rate())
+            need = self.pacer.buffer_needed(self.progress(utt), self.rate(utt.request))
             if buffered_s >= need:
                 break
             utt.prerolled = True

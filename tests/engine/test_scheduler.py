@@ -103,3 +103,24 @@ async def test_cancelling_a_holder_frees_its_slot_at_once() -> None:
     long.cancel()
     await asyncio.wait_for(other, 1)
     assert ("end", "b", 0) in log
+
+
+async def test_urgent_waiters_are_served_before_the_others_and_fairly_among_themselves():
+    sched = Scheduler(max_concurrency=1, per_key_limit=1)
+    holder = await sched.acquire("busy")
+    order: list[str] = []
+
+    async def wait(key: str, urgent: bool) -> None:
+        grant = await sched.acquire(key, urgent=urgent)
+        order.append(key)
+        grant.release()
+
+    tasks = [asyncio.create_task(wait(k, u)) for k, u in
+             [("readout-a", False), ("readout-b", False), ("say-a", True), ("say-b", True), ("say-a", True)]]
+    await asyncio.sleep(0)
+    stats = sched.stats()
+    assert stats.waiting_urgent == {"say-a": 2, "say-b": 1}
+    assert stats.waiting == {"readout-a": 1, "readout-b": 1, "say-a": 2, "say-b": 1}
+    holder.release()
+    await asyncio.gather(*tasks)
+    assert order == ["say-a", "say-b", "say-a", "readout-a", "readout-b"]
