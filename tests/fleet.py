@@ -128,6 +128,11 @@ class EngineServer:
         found = re.search(r'^engine_server_requests_total\{route="/v1/audio/speech",status="200"\} (\S+)$', text, re.M)
         return float(found[1]) if found else 0.0
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the server process has used so far (Linux /proc)."""
+        fields = (Path("/proc") / str(self.proc.pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     async def kill(self) -> None:
         await _stop(self.proc, signal.SIGKILL)
 
