@@ -15,7 +15,8 @@ Accounting, from the sandbox side only: every accepted item (a readout message b
 was answered "Speaking"/"Queued") ends as heard (its audio found in the channel's capture: talk spurts matched
 to items in queue order with their expected lengths), told (a /say refused with its reason; readout counted
 in a "Skipped N messages to catch up" notice or told to its author) or skipped by a user (/stop's count, an
-utterance cut by /skip). lost = accepted - heard - told - skipped, per guild.
+utterance ended by /skip, cut short or before its first word). lost = accepted - heard - told - skipped, per
+guild.
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ class Item:
     sent_at: float
     user_id: int
     expected_s: float | None  # audio seconds of what the bot should say (None: /say refuses it)
+    expected_hi: float | None = None  # as long as this when a speed change was on its way (else expected_s)
     interaction: object = None  # /say
     accepted: bool = True
     heard_at: float | None = None
@@ -248,7 +250,8 @@ def schedule(plan: Plan, rooms: list[Room], actions: int) -> list[tuple[float, i
 
 async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[str, float], traffic: Traffic) -> None:
     rng = random.Random(plan.seed + 1)
-    speed: dict[int, float] = collections.defaultdict(lambda: 1.0)  # each user's /voice settings speed
+    speed: dict[int, float] = collections.defaultdict(lambda: 1.0)  # each user's speed, once the bot confirmed it
+    asked: dict[int, float] = collections.defaultdict(lambda: 1.0)  # ... and as last asked for
     pending: list[asyncio.Task] = []
     start = time.monotonic()
     for at, ri, ui, kind in schedule(plan, rooms, actions):
@@ -264,9 +267,11 @@ async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[s
                 key, text = hostile(rng, [u.id for u in room.users])
                 traffic.hostile[key] += 1
             length = lengths[(kind, key)]
-            expected = None if length is None else length / speed[user.id]
+            speeds = sorted({speed[user.id], asked[user.id]})  # a change not yet confirmed may apply already
+            expected = None if length is None else length / speeds[-1]
             traffic.offered_audio_s += expected or 0.0
-            item = Item(kind, time.monotonic(), user.id, expected, accepted=length != 0.0)
+            item = Item(kind, time.monotonic(), user.id, expected, accepted=length != 0.0,
+                        expected_hi=None if length is None else length / speeds[0])
             traffic.items[gid].append(item)
             if kind == "readout":
                 await sb.post(user, room.general, text, mentions=room.users if text.startswith("<@") else None)
@@ -276,6 +281,7 @@ async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[s
         options = {}
         if kind == "voice settings":
             options = {"speed": rng.choice([0.9, 1.0, 1.2])}
+            asked[user.id] = options["speed"]
         it = await sb.slash(user, room.general, kind, **options)
         traffic.commands.append((gid, kind, it))
         if kind == "voice settings":
@@ -347,9 +353,10 @@ def fits(s: Spurt, item: Item) -> float | None:
     """How well spurt `s` fits `item` (0 best), or None when it cannot be that item's audio."""
     if s.start < item.sent_at or not item.expected_s:
         return None
-    ratio = s.seconds / item.expected_s
+    hi = item.expected_hi or item.expected_s
     if s.cut:
-        return 0.5 if ratio <= LENGTH_TOLERANCE else None
+        return 0.5 if s.seconds <= hi * LENGTH_TOLERANCE else None
+    ratio = s.seconds / item.expected_s if s.seconds < item.expected_s else max(1.0, s.seconds / hi)
     err = abs(math.log(ratio))
     return err / math.log(LENGTH_TOLERANCE) if err <= math.log(LENGTH_TOLERANCE) else None
 
@@ -462,8 +469,10 @@ def account(sb, rooms: list[Room], traffic: Traffic) -> dict:
         stopped = sum(int(m.group(1)) for g, kind, it in traffic.commands if g == gid and kind == "stop"
                       for m in [STOPPED.match(first_text(it) or "")] if m)
         accepted = len(readout) + len(say)
+        # each /skip answered "Skipped." ended one utterance: cut short (its spurt matched with any shorter
+        # length), or before its first word (no spurt at all)
         heard = sum(1 for it in readout + say if it.heard_at is not None and not it.cut)
-        cut = sum(1 for it in readout + say if it.heard_at is not None and it.cut)
+        cut = len(skips)
         unheard_readout = collections.Counter(it.user_id for it in readout if it.heard_at is None)
         told_readout = caught_up + sum(n for u, n in unheard_readout.items() if told_users[u])
         lost = accepted - heard - cut - stopped - told_readout
