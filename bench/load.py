@@ -429,7 +429,7 @@ def _origin(ptr: list[list[str]], i: int, j: int) -> tuple[int, int]:
 
 
 SKIPPED_NOTICE = re.compile(r"^Skipped (\d+) messages? to catch up")
-STOPPED = re.compile(r"^Stopped; (\d+) waiting")
+STOPPED = re.compile(r"^Stopped( what was being said)?; (\d+) waiting")
 TOLD_AUTHOR = ("faster than I can read", "could not read your message", "queue is full")
 
 
@@ -466,8 +466,8 @@ def account(sb, rooms: list[Room], traffic: Traffic) -> dict:
                          "items": [(it.kind, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
                                     it.accepted, it.heard_at and round(it.heard_at, 2), it.cut) for it in items],
                          "bot": [m.content[:60] for m in bot_msgs]})
-        stopped = sum(int(m.group(1)) for g, kind, it in traffic.commands if g == gid and kind == "stop"
-                      for m in [STOPPED.match(first_text(it) or "")] if m)
+        stopped = sum(int(m.group(2)) + bool(m.group(1)) for g, kind, it in traffic.commands
+                      if g == gid and kind == "stop" for m in [STOPPED.match(first_text(it) or "")] if m)
         accepted = len(readout) + len(say)
         # each /skip answered "Skipped." ended one utterance: cut short (its spurt matched with any shorter
         # length), or before its first word (no spurt at all)

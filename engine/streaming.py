@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _END = object()  # a job's queue sentinel: the segment is complete
 SPEED_WEIGHT = 0.1  # weight of the newest segment in the moving average of synthesis speed
+RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as competing for the engine
 
 
 @dataclass
@@ -164,6 +165,7 @@ class StreamingEngine:
         self.settings = settings or EngineSettings()
         self.scheduler = scheduler or Scheduler(self.settings.max_concurrency, self.settings.per_key_limit)
         self.counters = EngineCounters()
+        self._recent_keys: dict[Hashable, float] = {}  # key -> loop time it last asked for a slot
         self.max_abandoned = max(0, self.settings.max_abandoned)
         self._async = _is_async(backend)
         self._pool = WorkerPool(max(1, self.settings.workers), name="engine")
@@ -268,6 +270,7 @@ class StreamingEngine:
                        urgent: bool) -> None:
         loop = asyncio.get_running_loop()
         try:
+            self._recent_keys[key] = loop.time()
             job.grant = await self.scheduler.acquire(key, urgent=urgent)
             if self.trace is not None:
                 self.trace("granted", key, job.index)
@@ -418,8 +421,12 @@ class StreamingEngine:
     def capacity(self, key: Hashable, *, urgent: bool = False) -> Capacity:
         stats = self.scheduler.stats()
         c = self.counters
-        # urgent work shares the slots with other keys' urgent work only (it is served first)
-        competing = stats.waiting_urgent.keys() if urgent else stats.waiting.keys() | stats.running_per_key.keys()
+        # urgent work shares the slots with other keys' urgent work only (it is served first); the others with
+        # every key that has work now or asked for a slot moments ago (a momentary lull is not a free engine)
+        if urgent:
+            competing = set(stats.waiting_urgent)
+        else:
+            competing = set(stats.waiting) | set(stats.running_per_key) | self._keys_since(RECENT_KEYS_S)
         return Capacity(
             slots=self.scheduler.max_concurrency,
             running=stats.running,
@@ -428,6 +435,13 @@ class StreamingEngine:
             other_keys=len(competing - {key}),
             per_key=self.scheduler.per_key_limit,
         )
+
+    def _keys_since(self, seconds: float) -> set[Hashable]:
+        """Keys that asked for a slot in the last `seconds` (older ones are forgotten here)."""
+        horizon = asyncio.get_running_loop().time() - seconds
+        for k in [k for k, t in self._recent_keys.items() if t < horizon]:
+            del self._recent_keys[k]
+        return set(self._recent_keys)
 
     def stats(self) -> EngineStats:
         sched = self.scheduler.stats()

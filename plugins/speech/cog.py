@@ -92,8 +92,10 @@ class SpeechCog(commands.Cog):
     async def stop(self, interaction: discord.Interaction) -> None:
         if not checks.may_control(interaction, self.speech.voice_channel(interaction.guild_id)):
             raise UserError("Join my voice channel to stop me.")
+        playing = self.speech.queue(interaction.guild_id)[0] is not None
         removed = self.speech.stop(interaction.guild_id)
-        await reply(interaction, f"Stopped; {removed} waiting message(s) cleared.")
+        said = "Stopped what was being said" if playing else "Stopped"
+        await reply(interaction, f"{said}; {removed} waiting message(s) cleared.")
 
     @app_commands.command(name="queue", description="Show what is waiting to be said")
     @app_commands.guild_only()
