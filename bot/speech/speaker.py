@@ -313,9 +313,11 @@ class GuildSpeaker:
         while self._queue:
             utt = self._queue.popleft()
             start_by = utt.request.start_by
-            if start_by is None or time.monotonic() <= start_by or utt.source is not None:
+            if start_by is None or time.monotonic() <= start_by:
                 return utt
-            _finish(utt, Outcome.STALE)  # never started synthesizing and is already too late
+            if utt.source is not None:  # synthesized ahead, but its turn came too late all the same
+                utt.source.close()
+            _finish(utt, Outcome.STALE)
             self._report(utt, Outcome.STALE)
         return None
 
