@@ -1,4 +1,4 @@
-# The two commands of README.md: `make run` and `make test` (the suite, under 10 minutes on 2 cores);
+# The two commands of README.md: `make run` and `make test` (the suite, about 15 minutes on 2 cores);
 # `make test-slow` runs the multi-process and smoke tests marked slow. CI runs both.
 .PHONY: run test test-slow bench sandbox lock engine-gpu
 
