@@ -165,11 +165,6 @@ class Capacity:
     other_keys: int = 0  # other keys with segments running or waiting
     per_key: int = 1  # segments of one key that may synthesize at once
 
-    @property
-    def busy_with_others(self) -> bool:
-        """Other keys have a full round of segments waiting: this key's next segment may come late."""
-        return self.waiting_others >= self.slots
-
     def share(self) -> float:
         """Audio seconds per second this key can expect while the others stay busy (fair round-robin)."""
         slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
