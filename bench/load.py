@@ -11,12 +11,14 @@ concurrent streams of this load's phrases) and sizes the load from it. Then the 
 subprocess exactly as production starts it (bench/_harness.py child: bot.startup.create_bot), so its memory
 and event-loop lag are its own.
 
-Accounting, from the sandbox side only: every accepted item (a readout message by a user in voice; a /say that
-was answered "Speaking"/"Queued") ends as heard (its audio found in the channel's capture: talk spurts matched
-to items in queue order with their expected lengths), told (a /say refused with its reason; readout counted
-in a "Skipped N messages to catch up" notice or told to its author) or skipped by a user (/stop's count, an
-utterance ended by /skip, cut short or before its first word). lost = accepted - heard - told - skipped, per
-guild.
+Accounting: every accepted item (a readout message by a user in voice; a /say that was answered
+"Speaking"/"Queued") ends as heard, told (a /say refused with its reason; readout counted in a "Skipped N
+messages to catch up" notice, or refused and its author told why) or skipped by a user (/stop's count, an
+utterance ended by /skip). Heard means found whole in the channel's capture: the bot's record of each utterance
+(when each stretch of it went to the player and how many frames it had; a readout that gave way to a /say plays in
+two) says where to look, and the captured talk spurt must start there and hold every frame, with no end-of-speech
+burst inside it; that the audio is as long as the item's text should sound is checked on the side. Told and skipped are what the sandbox saw the bot answer and
+post. lost = accepted - heard - told - skipped, per guild.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ from sandbox.capture import FRAME_S  # noqa: E402
 SPEECH_SHARE = 0.65  # readout + /say among all actions
 WEIGHTS = {"readout": 45, "say": 20, "skip": 5, "stop": 1, "queue": 8, "voice list": 8, "voice settings": 5,
            "settings show": 8}
-LENGTH_TOLERANCE = 1.35  # a spurt matches an item whose expected length is within this ratio
+LENGTH_TOLERANCE = 1.35  # a heard item's spurt is within this ratio of its text's expected length
+START_SLACK_S = (0.1, 1.0)  # an utterance's spurt starts at most this much before / after its first frame left
+FRAMES_SLACK = 2  # frames an utterance's spurt may lack and still count as all heard
 CAPACITY_S = 12.0  # how long the capacity is measured
 CAPACITY_STREAMS = 8
 END_BURST = 5  # Opus silence frames discord.py sends when a source ends
@@ -193,9 +197,10 @@ class Item:
     expected_s: float | None  # audio seconds of what the bot should say (None: /say refuses it)
     expected_hi: float | None = None  # as long as this when a speed change was on its way (else expected_s)
     interaction: object = None  # /say
+    message_id: int | None = None  # readout
     accepted: bool = True
-    heard_at: float | None = None
-    cut: bool = False  # its spurt was cut short by /skip
+    record: dict | None = None  # the bot's record of its utterance, when it was queued
+    heard_at: float | None = None  # when its audio started in the capture, when all of it was heard
 
 
 @dataclass
@@ -274,7 +279,9 @@ async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[s
                         expected_hi=None if length is None else length / speeds[0])
             traffic.items[gid].append(item)
             if kind == "readout":
-                await sb.post(user, room.general, text, mentions=room.users if text.startswith("<@") else None)
+                message = await sb.post(user, room.general, text,
+                                        mentions=room.users if text.startswith("<@") else None)
+                item.message_id = message.id
             else:
                 item.interaction = await sb.slash(user, room.general, "say", text=text)
             continue
@@ -349,80 +356,56 @@ def spurts(capture) -> list[Spurt]:
     return out
 
 
-def fits(s: Spurt, item: Item) -> float | None:
-    """How well spurt `s` fits `item` (0 best), or None when it cannot be that item's audio."""
-    if s.start < item.sent_at or not item.expected_s:
-        return None
+def length_fits(seconds: float, item: Item) -> bool:
+    """Whether `seconds` of heard audio is as long as `item`'s text should sound (a check independent of the
+    bot's record)."""
+    if not item.expected_s:
+        return False
     hi = item.expected_hi or item.expected_s
-    if s.cut:
-        return 0.5 if s.seconds <= hi * LENGTH_TOLERANCE else None
-    ratio = s.seconds / item.expected_s if s.seconds < item.expected_s else max(1.0, s.seconds / hi)
-    err = abs(math.log(ratio))
-    return err / math.log(LENGTH_TOLERANCE) if err <= math.log(LENGTH_TOLERANCE) else None
+    return item.expected_s / LENGTH_TOLERANCE <= seconds <= hi * LENGTH_TOLERANCE
 
 
-def identify(spurt_list: list[Spurt], readout: list[Item], say: list[Item]) -> int:
-    """Match spurts to items: each kind is heard in its own order (asked-for speech may go ahead of queued
-    readout), each spurt is one item's audio, an item may go unheard. Most matches first, then the closest
-    lengths. Sets heard_at and cut on the items matched; returns how many spurts matched no item."""
-    R, S = len(readout), len(say)
-    layer = [[-math.inf] * (S + 1) for _ in range(R + 1)]
-    layer[0][0] = 0.0
-    passes = [_pass_over(layer)]
-    choices = []
-    for s in spurt_list:
-        new = [[-math.inf] * (S + 1) for _ in range(R + 1)]
-        choice: list[list[tuple | None]] = [[None] * (S + 1) for _ in range(R + 1)]
-
-        def offer(i: int, j: int, value: float, how: tuple) -> None:
-            if value > new[i][j]:
-                new[i][j], choice[i][j] = value, how
-        for i in range(R + 1):
-            for j in range(S + 1):
-                b = layer[i][j]
-                if b == -math.inf:
-                    continue
-                offer(i, j, b - 2.0, ("none", i, j))  # audio of no item: a penalty, it should not happen
-                if i < R and (f := fits(s, readout[i])) is not None:
-                    offer(i + 1, j, b + 1 - 0.1 * f, ("r", i, j))
-                if j < S and (f := fits(s, say[j])) is not None:
-                    offer(i, j + 1, b + 1 - 0.1 * f, ("s", i, j))
-        layer = new
-        choices.append(choice)
-        passes.append(_pass_over(layer))
-    i, j = max(((a, b) for a in range(R + 1) for b in range(S + 1)), key=lambda ab: layer[ab[0]][ab[1]])
-    unmatched = 0
-    for k in range(len(spurt_list), 0, -1):
-        i, j = _origin(passes[k], i, j)
-        kind, pi, pj = choices[k - 1][i][j]
-        spurt = spurt_list[k - 1]
-        if kind == "r":
-            readout[pi].heard_at, readout[pi].cut = spurt.start, spurt.cut
-        elif kind == "s":
-            say[pj].heard_at, say[pj].cut = spurt.start, spurt.cut
-        else:
-            unmatched += 1
-        i, j = pi, pj
-    return unmatched
+def label(items: list[Item], records: list[dict]) -> None:
+    """Give each item the bot's record of its utterance, if it was queued: readout by its message's id, /say by
+    its author in the order asked."""
+    readout = {r["message_id"]: r for r in records if r["kind"] == "readout"}
+    says: dict[int, collections.deque] = collections.defaultdict(collections.deque)
+    for r in sorted((r for r in records if r["kind"] == "say"), key=lambda r: r["created_at"]):
+        says[r["author"]].append(r)
+    for it in items:
+        if it.kind == "readout":
+            it.record = readout.get(it.message_id)
+        elif it.accepted and says[it.user_id]:
+            it.record = says[it.user_id].popleft()
 
 
-def _pass_over(layer: list[list[float]]) -> list[list[str]]:
-    """Items may be passed over unheard: each state takes the best of itself and the states before it (in
-    place); returns where each value came from ("self", "up": one readout item passed, "left": one /say)."""
-    ptr = [["self"] * len(layer[0]) for _ in layer]
-    for i, row in enumerate(layer):
-        for j in range(len(row)):
-            if i and layer[i - 1][j] > row[j]:
-                row[j], ptr[i][j] = layer[i - 1][j], "up"
-            if j and row[j - 1] > row[j]:
-                row[j], ptr[i][j] = row[j - 1], "left"
-    return ptr
+def find_audio(spurt_list: list[Spurt], records: list[dict]) -> int:
+    """Find each utterance's audio in the capture: for each stretch the player played, the spurt that starts when
+    its first frame went to the player (within START_SLACK_S). Sets record["spurts"] (None where a stretch has
+    no spurt); returns the spurts no utterance accounts for."""
+    free = sorted(spurt_list, key=lambda s: s.start)
+    spans = sorted(((start, r) for r in records for start, _ in r["spans"]), key=lambda sr: sr[0])
+    k = claimed = 0
+    for start, r in spans:
+        while k < len(free) and free[k].start < start - START_SLACK_S[0]:
+            k += 1
+        found = None
+        if k < len(free) and free[k].start <= start + START_SLACK_S[1]:
+            found, k, claimed = free[k], k + 1, claimed + 1
+        r.setdefault("spurts", []).append(found)
+    return len(spurt_list) - claimed
 
 
-def _origin(ptr: list[list[str]], i: int, j: int) -> tuple[int, int]:
-    while ptr[i][j] != "self":
-        i, j = (i - 1, j) if ptr[i][j] == "up" else (i, j - 1)
-    return i, j
+def heard_at(it: Item) -> float | None:
+    """When the item's audio started in the capture, if the channel heard all of it: played, and every frame the
+    player took is there, each stretch as one spurt (no gap that ended it early)."""
+    r = it.record
+    if r is None or r["outcome"] != "played" or not r["spans"]:
+        return None
+    for (_, frames), s in zip(r["spans"], r["spurts"]):
+        if s is None or s.frames < frames - FRAMES_SLACK:
+            return None
+    return r["spurts"][0].start
 
 
 # -- accounting ----------------------------------------------------------------------------------------------
@@ -433,12 +416,13 @@ STOPPED = re.compile(r"^Stopped( what was being said)?; (\d+) waiting")
 TOLD_AUTHOR = ("faster than I can read", "could not read your message", "queue is full")
 
 
-def account(sb, rooms: list[Room], traffic: Traffic) -> dict:
-    """Heard, told, skipped and lost per guild, from what the sandbox saw and captured."""
+def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict]) -> dict:
+    """Heard, told, skipped and lost per guild. Heard: the item's audio found whole in the channel's capture (the
+    bot's record of each utterance says when it started and how many frames it had, so that the audio can be
+    found); told and skipped: what the bot answered and posted, as the sandbox saw it."""
     totals = collections.Counter()
     say_ttfa: list[float] = []
     readout_delay: list[float] = []
-    unidentified = 0
     for room in rooms:
         gid = room.guild.id
         items = traffic.items.get(gid, [])
@@ -447,48 +431,46 @@ def account(sb, rooms: list[Room], traffic: Traffic) -> dict:
                 answer = first_text(item.interaction) or ""
                 item.accepted = answer.startswith(("Speaking", "Queued"))
                 totals["say_told" if answer and not item.accepted else "say_unanswered" if not answer else "x"] += 1
-        cap = sb.capture(room.guild)
-        spurt_list = spurts(cap)
-        skips = [it.sent_at for g, kind, it in traffic.commands if g == gid and kind == "skip"
-                 and (first_text(it) or "").startswith("Skipped")]
-        for s in spurt_list:  # a spurt that ended right after a /skip was cut short by it
-            s.cut = any(t <= s.end + 0.1 and s.end - t < 1.5 for t in skips)
+        mine = [r for r in records if r["guild"] == gid]
+        spurt_list = spurts(sb.capture(room.guild))
+        totals["unidentified_spurts"] += find_audio(spurt_list, mine)
         readout = [it for it in items if it.kind == "readout" and it.accepted]  # not: nothing to say
         say = [it for it in items if it.kind == "say" and it.accepted]
-        unidentified += identify(spurt_list, readout, say)
+        label(readout + say, mine)
+        for it in readout + say:
+            it.heard_at = heard_at(it)
+            if it.heard_at is not None:
+                totals["off_length"] += not length_fits(sum(s.seconds for s in it.record["spurts"]), it)
         # everything the bot posted, also the tells it deleted after 20 s (their authors saw them)
         bot_msgs = [m for m in room.general.messages if m.author.id == sb.bot_user.id]
         caught_up = sum(int(m.group(1)) for m in (SKIPPED_NOTICE.match(x.content) for x in bot_msgs) if m)
-        told_users = collections.Counter(u.id for u in room.users for x in bot_msgs
-                                         if f"<@{u.id}>" in x.content and any(t in x.content for t in TOLD_AUTHOR))
-        if DUMP is not None:
-            DUMP.append({"guild": gid, "spurts": [(round(s.start, 2), round(s.seconds, 2), s.cut) for s in spurt_list],
-                         "items": [(it.kind, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
-                                    it.accepted, it.heard_at and round(it.heard_at, 2), it.cut) for it in items],
-                         "bot": [m.content[:60] for m in bot_msgs]})
+        told_users = {u.id for u in room.users for x in bot_msgs
+                      if f"<@{u.id}>" in x.content and any(t in x.content for t in TOLD_AUTHOR)}
         stopped = sum(int(m.group(2)) + bool(m.group(1)) for g, kind, it in traffic.commands
                       if g == gid and kind == "stop" for m in [STOPPED.match(first_text(it) or "")] if m)
-        accepted = len(readout) + len(say)
-        # each /skip answered "Skipped." ended one utterance: cut short (its spurt matched with any shorter
-        # length), or before its first word (no spurt at all)
-        heard = sum(1 for it in readout + say if it.heard_at is not None and not it.cut)
-        cut = len(skips)
-        unheard_readout = collections.Counter(it.user_id for it in readout if it.heard_at is None)
-        told_readout = caught_up + sum(n for u, n in unheard_readout.items() if told_users[u])
-        lost = accepted - heard - cut - stopped - told_readout
-        totals["accepted"] += accepted
-        totals["heard"] += heard
-        totals["told"] += told_readout
-        totals["skipped_by_user"] += cut + stopped
-        totals["lost"] += max(0, lost)
-        totals["overcounted"] += max(0, -lost)
+        # each /skip answered "Skipped." ended one utterance, cut short or before its first word
+        cut = sum(1 for g, kind, it in traffic.commands if g == gid and kind == "skip"
+                  and (first_text(it) or "").startswith("Skipped"))
+        heard = sum(1 for it in readout + say if it.heard_at is not None)
+        # readout refused at the door (never queued) and its author was told why
+        told_readout = caught_up + sum(1 for it in readout if it.record is None and it.user_id in told_users)
+        lost = len(readout) + len(say) - heard - cut - stopped - told_readout
+        totals.update(accepted=len(readout) + len(say), heard=heard, told=told_readout, skipped_by_user=cut + stopped,
+                      lost=max(0, lost), overcounted=max(0, -lost))
         say_ttfa += [it.heard_at - it.sent_at for it in say if it.heard_at is not None]
         readout_delay += [it.heard_at - it.sent_at for it in readout if it.heard_at is not None]
+        if DUMP is not None:
+            DUMP.append({"guild": gid, "spurts": [(round(s.start, 2), round(s.seconds, 2)) for s in spurt_list],
+                         "items": [(it.kind, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
+                                    it.accepted, it.record and it.record["outcome"],
+                                    it.heard_at and round(it.heard_at, 2)) for it in items],
+                         "bot": [m.content[:60] for m in bot_msgs]})
     totals["accepted"] += totals["say_told"]  # a refused /say was accepted as a request and told
     totals["told"] += totals["say_told"]
     cmds = [it for _, _, it in traffic.commands]
-    keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "overcounted", "say_told", "say_unanswered")
-    return {**{k: totals[k] for k in keys}, "unidentified_spurts": unidentified, "say_ttfa": say_ttfa, "readout_delay": readout_delay,
+    keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "overcounted", "say_told", "say_unanswered",
+            "unidentified_spurts", "off_length")
+    return {**{k: totals[k] for k in keys}, "say_ttfa": say_ttfa, "readout_delay": readout_delay,
             "commands": len(cmds), "commands_unanswered": sum(1 for it in cmds if first_text(it) is None)}
 
 
@@ -535,8 +517,9 @@ async def run(plan: Plan) -> dict:
                 DUMP.append({"child_log": (data / "child.log").read_text(errors="replace")[-200_000:],
                              "utterances": (data / "utterances.jsonl").read_text()})
             utterances = [json.loads(line) for line in (data / "utterances.jsonl").read_text().splitlines()]
-            counts = account(sb, rooms, traffic)
+            counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0])
         restore_discord()
+    utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
     return {
         **counts, "plan": plan, "capacity": capacity, "mean_phrase_s": mean, "actions": actions,
@@ -565,7 +548,8 @@ def report(r: dict) -> int:
     print(f"sent: {r['sent']}; hostile: {r['hostile']}")
     print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
-          f"{r['unidentified_spurts']} spurts; counted twice {r['overcounted']}")
+          f"{r['unidentified_spurts']} spurts; heard at an unexpected length {r['off_length']}; "
+          f"counted twice {r['overcounted']}")
     print(f"bot utterance outcomes: {r['outcomes']}")
     print(f"other commands: {r['commands']}, unanswered: {r['commands_unanswered']}")
     lines = [

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import struct
@@ -61,7 +62,8 @@ class VoiceSession:
             self.seq += 1
             frame = {"op": op, "d": d, "seq": self.seq}
             server.log.append(VoiceOp(time.monotonic(), "out", self.guild_id, op, d))
-            await self.ws.send_str(json.dumps(frame))
+            with contextlib.suppress(ConnectionResetError):  # the client went away mid-send: as if closed
+                await self.ws.send_str(json.dumps(frame))
 
     async def send_binary(self, op: int, payload: bytes) -> None:
         """A server binary frame: [seq u16 BE][op u8][payload], numbered with the JSON frames."""
@@ -70,7 +72,8 @@ class VoiceSession:
                 return
             self.seq += 1
             self.server.log.append(VoiceOp(time.monotonic(), "out", self.guild_id, op, f"binary {len(payload)} B"))
-            await self.ws.send_bytes(struct.pack(">HB", self.seq & 0xFFFF, op) + payload)
+            with contextlib.suppress(ConnectionResetError):
+                await self.ws.send_bytes(struct.pack(">HB", self.seq & 0xFFFF, op) + payload)
 
     async def dave_json(self, op: int, d: Any) -> None:
         await self.send(self.server, op, d)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 import discord
 
+from bot.speech.pacing import FRAME_S
 from engine.base import FRAME_BYTES, AudioChunk
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,13 @@ class StreamingSource(discord.AudioSource):
         self._task: asyncio.Task | None = None
         self._partial = b""
         self._grew: asyncio.Event = asyncio.Event()  # set whenever frames are added or the producer ends
+        # where each segment after the first starts (frame numbers): the player may give way there
+        self._boundaries: collections.deque[int] = collections.deque()
+        self._segment: int | None = None
+        self._yield = False  # give way at the next segment boundary (asked-for speech is waiting)
+        self.yielded = False  # the player stopped at a boundary; the rest plays when it is started again
+        self.spans: list[list[float]] = []  # [monotonic start, frames] of each stretch played without a break
+        self._span_open = False
 
     # -- producer side (event loop) -------------------------------------------------------------
     def start(self, chunks: AsyncIterator[AudioChunk], *, on_done: Callable[[StreamingSource], None] | None = None) -> asyncio.Task:
@@ -54,6 +62,11 @@ class StreamingSource(discord.AudioSource):
     async def _produce(self, chunks: AsyncIterator[AudioChunk], on_done) -> None:
         try:
             async for chunk in chunks:
+                if chunk.segment != self._segment:
+                    if self._segment is not None:
+                        with self._lock:
+                            self._boundaries.append(self.frames_written)
+                    self._segment = chunk.segment
                 await self._push(chunk.pcm)
                 if self._closed:
                     break
@@ -128,11 +141,35 @@ class StreamingSource(discord.AudioSource):
     def producer(self) -> asyncio.Task | None:
         return self._task
 
+    def give_way(self) -> None:
+        """Stop the player at the next segment boundary (between sentences); `yielded` tells it happened."""
+        self._yield = True
+
+    @property
+    def giving_way(self) -> bool:
+        return self._yield
+
+    def seconds_to_boundary(self) -> float | None:
+        """Audio left before the player would give way, when the next boundary is already synthesized."""
+        with self._lock:
+            ahead = [b for b in self._boundaries if b >= self.frames_read]
+            return (ahead[0] - self.frames_read) * FRAME_S if ahead else None
+
+    def resume(self) -> None:
+        """Before playing the rest after giving way."""
+        self.yielded = self._yield = False
+
     # -- consumer side (player thread) ----------------------------------------------------------
     def read(self) -> bytes:
         if self._closed:
             return b""
         with self._lock:
+            while self._boundaries and self._boundaries[0] < self.frames_read:
+                self._boundaries.popleft()
+            if self._yield and self._boundaries and self._boundaries[0] == self.frames_read and self.frames_read:
+                self._boundaries.popleft()
+                self.yielded, self._span_open = True, False
+                return b""
             if self._frames:
                 frame = self._frames.popleft()
                 wake = len(self._frames) == self.max_frames - 1
@@ -146,6 +183,10 @@ class StreamingSource(discord.AudioSource):
         if self.first_read_at is None:
             self.first_read_at = time.monotonic()
             self.buffered_at_start = len(self._frames) + 1
+        if not self._span_open:
+            self.spans.append([time.monotonic(), 0])
+            self._span_open = True
+        self.spans[-1][1] += 1
         self.frames_read += 1
         if wake and self._loop is not None:
             self._loop.call_soon_threadsafe(self._space.set)
@@ -155,8 +196,10 @@ class StreamingSource(discord.AudioSource):
         return False
 
     def cleanup(self) -> None:
-        """Called by discord.py when playback ends or is stopped: free the buffer, stop the producer."""
-        self.close()
+        """Called by discord.py when playback ends or is stopped: free the buffer, stop the producer (not when it
+        gave way: the rest is played later, and whoever drops it closes it)."""
+        if not self.yielded:
+            self.close()
 
     def close(self) -> None:
         if self._closed:

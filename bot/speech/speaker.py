@@ -23,6 +23,7 @@ from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
 PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
+PLAYER_STOP_WAIT_S = 1.0  # after /skip, at most this long for the stopped player thread to finish
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
 
@@ -140,6 +141,8 @@ class GuildSpeaker:
             raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
         utt = Utterance(request, done=asyncio.get_running_loop().create_future())
         self._queue.insert(self._place_of(request), utt)
+        if self._gives_way_to(request):
+            self.current.source.give_way()  # channel readout pauses at its next sentence for asked-for speech
         self._ensure_running()
         self._start_ahead()
         self._wakeup.set()
@@ -150,9 +153,15 @@ class GuildSpeaker:
 
     def _place_of(self, request: Request) -> int:
         """Asked-for speech (/say, previews) goes ahead of queued channel readout, behind other asked-for speech."""
-        if not request.urgent:
-            return len(self._queue)
+        return self._front_of_readout() if request.urgent else len(self._queue)
+
+    def _front_of_readout(self) -> int:
         return next((i for i, u in enumerate(self._queue) if not u.request.urgent), len(self._queue))
+
+    def _gives_way_to(self, request: Request) -> bool:
+        """Whether the readout playing now pauses at its next segment boundary for `request`."""
+        cur = self.current
+        return request.urgent and cur is not None and not cur.request.urgent and cur.source is not None
 
     def progress(self, utt: Utterance) -> Progress:
         src = utt.source
@@ -170,10 +179,13 @@ class GuildSpeaker:
 
     def expected_wait(self, request: Request) -> float:
         """Seconds until `request`, queued now, would start playing."""
-        ahead = [self.current] if self.current is not None else []
-        ahead += list(self._queue)[: self._place_of(request)]
+        ahead = [self.progress(self.current)] if self.current is not None else []
+        to_boundary = self.current.source.seconds_to_boundary() if self._gives_way_to(request) else None
+        if to_boundary is not None:  # the readout playing now gives way there: only that much of it is ahead
+            ahead = [Progress(chars=0, produced_s=to_boundary, finished=True)]
+        ahead += [self.progress(u) for u in list(self._queue)[: self._place_of(request)]]
         own = Progress(chars=len(request.text), speed=request.voice.speed)
-        return self.pacer.wait([self.progress(u) for u in ahead], own, self.rate(request))
+        return self.pacer.wait(ahead, own, self.rate(request))
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""
@@ -191,12 +203,19 @@ class GuildSpeaker:
             return False
         utt.skipped = True
         vc = self.connection.voice_client
-        if vc is not None and (vc.is_playing() or vc.is_paused()):
+        stopping = vc is not None and (vc.is_playing() or vc.is_paused())
+        if stopping:
             vc.stop()
         if utt.source is not None:
             utt.source.close()
         if self._playing_done is not None:
-            self._playing_done.set()
+            # a stopped player thread still sends its end-of-speech silence and then calls `after`: the next
+            # utterance waits for that (else two threads' packets interleave), but not for long
+            done = self._playing_done
+            if stopping:
+                asyncio.get_running_loop().call_later(PLAYER_STOP_WAIT_S, done.set)
+            else:
+                done.set()
         return True
 
     def stop(self) -> int:
@@ -313,8 +332,8 @@ class GuildSpeaker:
         while self._queue:
             utt = self._queue.popleft()
             start_by = utt.request.start_by
-            if start_by is None or time.monotonic() <= start_by:
-                return utt
+            if start_by is None or time.monotonic() <= start_by or (utt.source and utt.source.frames_read):
+                return utt  # (one that gave way mid-way is never stale: the channel heard its start)
             if utt.source is not None:  # synthesized ahead, but its turn came too late all the same
                 utt.source.close()
             _finish(utt, Outcome.STALE)
@@ -338,6 +357,9 @@ class GuildSpeaker:
                 outcome = await self._fail(utt, "Something went wrong while playing that. Please try again.")
             finally:
                 self.current = None
+            if outcome is None:  # gave way to asked-for speech: the rest plays after it, before other readout
+                self._queue.insert(self._front_of_readout(), utt)
+                continue
             _finish(utt, outcome)
             self._report(utt, outcome)
 
@@ -373,9 +395,11 @@ class GuildSpeaker:
             await asyncio.sleep(0)  # never spin: the engine's share is looked at again after a pass of the loop
         utt.held_s = time.monotonic() - held
 
-    async def _play(self, utt: Utterance) -> Outcome:
+    async def _play(self, utt: Utterance) -> Outcome | None:
+        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play)."""
         src = utt.source
         assert src is not None
+        src.resume()
         try:
             await asyncio.wait_for(src.first_frame_ready.wait(), FIRST_AUDIO_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -403,6 +427,8 @@ class GuildSpeaker:
         utt.e2ee_wait_s = time.monotonic() - held
         if utt.skipped:
             return Outcome.SKIPPED
+        if src.giving_way and not src.frames_read:  # asked-for speech came while this was about to start
+            return None
         gate = E2EEGate(src, vc, self.e2ee_wait_s)
         done = asyncio.Event()
         self._playing_done = done
@@ -431,6 +457,8 @@ class GuildSpeaker:
             return await self._fail(utt, f"Playback failed (ref {utt.request.request_id}). Please try again.")
         if src.first_read_at is not None:
             utt.ttfa = src.first_read_at - utt.request.created_at
+        if src.yielded and not utt.skipped and src.error is None and not gate.timed_out:
+            return None
         self.underruns += src.underruns
         if utt.skipped:
             return Outcome.SKIPPED

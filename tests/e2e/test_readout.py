@@ -176,3 +176,30 @@ async def test_flood_of_200_is_bounded_told_once_and_other_guilds_keep_speaking(
     assert 1 <= len(accepted) <= 25 and len(spoken_guild1) <= len(accepted)
     # everything accepted reached an end: played, or removed by /stop
     assert all(o in ("played", "removed", "skipped") for g, t, o in readout.items if g == demo.guild.id)
+
+
+async def test_say_cuts_in_between_readout_sentences_and_the_readout_resumes(sb, demo, bot, readout):
+    """Asked-for speech does not wait behind a long readout: the readout gives way at its next sentence, the /say
+    plays, then the rest of the readout, once (one utterance, all of its audio, nothing repeated)."""
+    from engine.base import Voice
+
+    capture = sb.capture(demo.guild)
+    sentences = ["The first sentence of this message is here.", "Then comes a second sentence, a little longer.",
+                 "A third one follows it.", "And the fourth sentence closes the long message at last."]
+    await sb.post(demo.alice, demo.general, " ".join(sentences))
+    await capture.wait_for_audio(0.3, timeout=30)
+    it = await sb.slash(demo.alice, demo.general, "say", text="Short one.")
+    assert (await it.wait_text(timeout=30)).startswith(("Speaking", "Queued"))
+    await readout.wait_count(2)
+    await capture.wait_until_silent(0.5, timeout=30)
+    assert [o for _, o in readout.of(demo.guild)] == ["played", "played"]
+    said, read = readout.texts()[0], readout.texts()[1]
+    assert said == "Short one." and read.endswith(sentences[-1])
+    pieces = [len(u) for u in utterances(capture.packets)]
+    assert len(pieces) == 3, pieces  # readout, /say, the rest of the readout
+
+    async def frames(text: str) -> float:
+        return len(await bot.engine.synthesize_all(text, Voice())) / 3840
+    say_frames, read_frames = await frames(said), await frames(read)
+    assert abs(pieces[1] - say_frames) <= 0.05 * say_frames + 2, (pieces, say_frames)
+    assert abs(pieces[0] + pieces[2] - read_frames) <= 0.05 * read_frames + 2, (pieces, read_frames)

@@ -226,3 +226,36 @@ async def test_queue_full_is_told_and_nothing_accepted_is_dropped(sb, demo, bot)
     await capture.wait_for_audio(1.0, timeout=30)
     await capture.wait_until_silent(1.0, timeout=90)
     assert len(utterances(capture.packets)) == len(accepted)
+
+
+async def test_after_skip_the_next_utterance_starts_after_the_end_of_speech_burst(sb, demo, bot, monkeypatch):
+    """/skip stops the player thread, which still sends its five end-of-speech silence frames: the next
+    utterance's packets come after them, not interleaved with them from a second player thread. The stopped
+    thread is made slow to get there (as on a busy machine), so a next utterance that did not wait would show."""
+    from discord.player import AudioPlayer
+    send_silence = AudioPlayer.send_silence
+
+    def late_silence(self, count: int = 5) -> None:
+        time.sleep(0.3)
+        send_silence(self, count)
+    monkeypatch.setattr(AudioPlayer, "send_silence", late_silence)
+    capture = sb.capture(demo.guild)
+    await say(sb, demo.alice, demo.general, " ".join([TEXT] * 4))
+    await say(sb, demo.alice, demo.general, OTHER)
+    await capture.wait_for_audio(1.0, timeout=30)
+    sent = time.monotonic()
+    it = await sb.slash(demo.alice, demo.general, "skip")
+    assert await it.wait_text() == "Skipped."
+    await capture.wait_for_audio(capture.voiced_seconds + 2.0, timeout=30)
+    await capture.wait_until_silent(0.8, timeout=30)
+    after = [p for p in capture.packets if p.at > sent]
+    runs, run = [], 0
+    for p in after:
+        if p.silence:
+            run += 1
+        elif run:
+            runs.append(run)
+            run = 0
+    runs.append(run)
+    # the skipped one's burst, then the next one's at its end: two whole bursts, nothing split
+    assert [r for r in runs if r] == [5, 5], runs
