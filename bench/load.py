@@ -6,10 +6,14 @@ the sandbox's capture, each utterance's audio identified in the captured stream.
     python -m bench.load --plan under   # ~0.7x
     python -m bench.load --quick        # the CI smoke: 10 guilds x 5 users over 20 s at ~0.7x
 
-Each run first measures the engine's capacity (audio seconds per wall second, the bot's own engine settings,
-concurrent streams of this load's phrases) and sizes the load from it. Then the bot is started in a
-subprocess exactly as production starts it (bench/_harness.py child: bot.startup.create_bot), so its memory
-and event-loop lag are its own.
+Each run measures the engine's capacity (audio seconds per wall second) twice and sizes the load from the second:
+alone first (an engine built from the bot's own settings, concurrent streams of this load's phrases), then
+under the load's own conditions: every guild asks the bot for more than it can say (a long /say each) and the
+bot's engine output is read from its /metrics; on one machine the bot's and the sandbox's voice work for every
+connection (Opus, DAVE and transport encryption, the listeners' decryption and decoding) takes cores from
+synthesis, so the second figure is what the engine can do here. The bot runs in a subprocess started exactly
+as production starts it (bench/_harness.py child: bot.startup.create_bot, /metrics on), so its memory and
+event-loop lag are its own.
 
 Accounting: every accepted item (a readout message by a user in voice; a /say that was answered
 "Speaking"/"Queued") ends as heard, told (a /say refused with its reason; readout counted in a "Skipped N
@@ -41,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._harness import bench_settings, bot_subprocess, pct, peak_rss_mb  # noqa: E402
+from bench._harness import bench_settings, bot_subprocess, free_port, pct, peak_rss_mb  # noqa: E402
 from sandbox import Sandbox, restore_discord  # noqa: E402
 from sandbox.capture import FRAME_S  # noqa: E402
 
@@ -53,6 +57,7 @@ START_SLACK_S = (0.1, 1.0)  # an utterance's spurt starts at most this much befo
 FRAMES_SLACK = 2  # frames an utterance's spurt may lack and still count as all heard
 CAPACITY_S = 12.0  # how long the capacity is measured
 CAPACITY_STREAMS = 8
+LOADED_RAMP_S, LOADED_S = 4.0, 12.0  # the capacity under load: measured after this ramp, for this long
 END_BURST = 5  # Opus silence frames discord.py sends when a source ends
 DUMP: list | None = None  # --dump: what each guild sent, heard and was told, for reading afterwards
 
@@ -162,6 +167,35 @@ async def measure_capacity(data_dir: Path) -> tuple[float, dict[tuple[str, str],
         return made / (time.monotonic() - t0), lengths
     finally:
         await engine.close()
+
+
+async def engine_audio_s(port: int) -> float:
+    """The bot's voicebot_engine_audio_seconds counter, from its /metrics."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+        text = await resp.text()
+    return float(next(ln.split()[-1] for ln in text.splitlines()
+                      if ln.startswith("voicebot_engine_audio_seconds_total ")))
+
+
+async def measure_loaded_capacity(sb, rooms: list[Room], port: int) -> float:
+    """Audio seconds per second the bot's engine makes while every guild asks for more than it can (a long /say in
+    each): its capacity under this load's own conditions, where the bot's and the sandbox's voice work (Opus,
+    DAVE and transport encryption, the listeners' decryption) share the cores with synthesis. From the bot's
+    /metrics; then /stop everywhere."""
+    text = " ".join(PHRASES)  # about 20 s of audio; a second one queued behind it (or refused: too long a wait)
+    for user in (1, 2):
+        await asyncio.gather(*(sb.slash(room.users[user], room.general, "say", text=text) for room in rooms))
+    await asyncio.sleep(LOADED_RAMP_S)
+    a0, t0 = await engine_audio_s(port), time.monotonic()
+    await asyncio.sleep(LOADED_S)
+    a1, t1 = await engine_audio_s(port), time.monotonic()
+    stops = [await sb.slash(room.users[1], room.general, "stop") for room in rooms]
+    await asyncio.gather(*(it.wait_text(timeout=60) for it in stops))
+    if a1 <= a0:
+        raise RuntimeError("the bot's engine made no audio while every guild asked it to speak")
+    return (a1 - a0) / (t1 - t0)
 
 
 HOSTILE_SHARE = 0.15
@@ -331,28 +365,38 @@ class Spurt:
 
 def spurts(capture) -> list[Spurt]:
     """Each utterance the bot played: discord.py's player ends every one with five Opus silence frames sent at
-    once (an utterance's own silent frames come 20 ms apart), so a tight burst of them closes a spurt."""
+    once, so a tight burst of them closes a spurt. An utterance's own silent frames usually come 20 ms apart, but
+    a player catching up sends its last frames at once too: in a run of silence frames, the last tight five are
+    the burst, the ones before it are the utterance's and the ones after it the next one's."""
     out: list[Spurt] = []
     current: Spurt | None = None
-    packets = capture.packets
-    n = len(packets)
-    k = 0
-    while k < n:
-        p = packets[k]
-        if p.silence:
-            run = k
-            while run < n and packets[run].silence:
-                run += 1
-            if run - k >= END_BURST and packets[run - 1].at - p.at < END_BURST * FRAME_S / 2:
-                current = None  # the end of an utterance
-                k = run
-                continue
+
+    def add(p) -> None:
+        nonlocal current
         if current is None:
             current = Spurt(p.at, p.at, 0)
             out.append(current)
         current.end = p.at
         current.frames += 1
-        k += 1
+    packets = capture.packets
+    n = len(packets)
+    k = 0
+    while k < n:
+        if not packets[k].silence:
+            add(packets[k])
+            k += 1
+            continue
+        run = k
+        while run < n and packets[run].silence:
+            run += 1
+        burst = next((j for j in range(run - END_BURST, k - 1, -1)
+                      if packets[j + END_BURST - 1].at - packets[j].at < END_BURST * FRAME_S / 2), None)
+        for i in range(k, run):
+            if burst is not None and i == burst:
+                current = None  # the end of an utterance
+            if burst is None or not burst <= i < burst + END_BURST:
+                add(packets[i])
+        k = run
     return out
 
 
@@ -493,15 +537,18 @@ async def settle(sb, rooms: list[Room], traffic: Traffic, timeout: float) -> boo
 async def run(plan: Plan) -> dict:
     with tempfile.TemporaryDirectory(prefix="load-") as tmp:
         data = Path(tmp)
-        capacity, lengths = await measure_capacity(data)
+        isolated, lengths = await measure_capacity(data)
         mean = mean_item(lengths)
-        actions = max(20, round(plan.factor * capacity * plan.window_s / (mean * SPEECH_SHARE)))
         traffic = Traffic()
+        port = free_port()
         async with Sandbox() as sb:
             rooms = await build_rooms(sb, plan)
-            async with bot_subprocess(sb, data, max_s=plan.window_s + plan.drain_s + 900) as child:
+            async with bot_subprocess(sb, data, max_s=plan.window_s + plan.drain_s + 900, web_port=port) as child:
                 t_setup = time.monotonic()
                 await prepare(sb, rooms)
+                await settle(sb, rooms, traffic, 120)
+                capacity = await measure_loaded_capacity(sb, rooms, port)
+                actions = max(20, round(plan.factor * capacity * plan.window_s / (mean * SPEECH_SHARE)))
                 await settle(sb, rooms, traffic, 120)
                 for r in rooms:
                     sb.capture(r.guild).clear()
@@ -522,7 +569,7 @@ async def run(plan: Plan) -> dict:
     utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
     return {
-        **counts, "plan": plan, "capacity": capacity, "mean_phrase_s": mean, "actions": actions,
+        **counts, "plan": plan, "capacity": capacity, "isolated": isolated, "mean_phrase_s": mean, "actions": actions,
         "offered": traffic.offered_audio_s / plan.window_s / capacity, "sent": dict(traffic.sent),
         "hostile": dict(traffic.hostile), "setup_s": setup_s, "sent_s": sent_s, "load_s": load_s,
         "drained": drained, "bot_peak_rss_mb": max(bot_peak, stats["peak_rss_mb"]),
@@ -543,8 +590,9 @@ def report(r: dict) -> int:
     print(f"load plan {plan.name}: {plan.guilds} guilds x {plan.users} users, {r['actions']} actions over "
           f"{plan.window_s:.0f} s (sent in {r['sent_s']:.1f} s; settled {'yes' if r['drained'] else 'NO'}, "
           f"{r['load_s']:.1f} s in all; setup {r['setup_s']:.1f} s)")
-    print(f"engine capacity: {r['capacity']:.2f} audio s per s ({CAPACITY_STREAMS} streams, measured in this run); "
-          f"mean item {r['mean_phrase_s']:.2f} s of audio")
+    print(f"engine capacity: {r['capacity']:.2f} audio s per s under this load's conditions (every guild asking "
+          f"for more, the bot's /metrics); {r['isolated']:.2f} alone ({CAPACITY_STREAMS} streams, nothing else "
+          f"running); both measured in this run; mean item {r['mean_phrase_s']:.2f} s of audio")
     print(f"sent: {r['sent']}; hostile: {r['hostile']}")
     print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
@@ -553,7 +601,8 @@ def report(r: dict) -> int:
     print(f"bot utterance outcomes: {r['outcomes']}")
     print(f"other commands: {r['commands']}, unanswered: {r['commands_unanswered']}")
     lines = [
-        (f"offered_vs_capacity: {r['offered']:.2f} (plan {plan.factor:.1f}x)", None),
+        (f"offered_vs_capacity: {r['offered']:.2f} (plan {plan.factor:.1f}x; "
+         f"{r['offered'] * r['capacity'] / r['isolated']:.2f}x the capacity alone)", None),
         goal_line("underruns_per_100_utterances", 100 * r["underruns"] / max(1, r["played"]), 1.0),
         goal_line("say_ttfa_p95_s", pct(r["say_ttfa"], 0.95) if r["say_ttfa"] else math.inf,
                   plan.goals["say_ttfa_p95_s"]),
