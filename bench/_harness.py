@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,12 +41,6 @@ def make_settings(data_dir: Path, **sections: dict) -> Settings:
 def bench_settings(data_dir: Path) -> Settings:
     """Shipped defaults, except that the bot never leaves voice for being idle."""
     return make_settings(data_dir, speech={"idle_leave_s": 0.0})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -133,17 +126,15 @@ async def join(sb, room: Room, bot=None, timeout: float = 30.0) -> None:
 
 
 @contextlib.asynccontextmanager
-async def bot_subprocess(sb, data_dir: Path, max_s: float = 600.0, web_port: int | None = None):
+async def bot_subprocess(sb, data_dir: Path, max_s: float = 600.0):
     """The bot in its own process (`python bench/_harness.py child`: the production startup, create_bot),
-    connected to `sb` in this one; yields the Popen once the bot is ready and its commands are synced. With
-    `web_port` it serves /healthz and /metrics there."""
+    connected to `sb` in this one; yields the Popen once the bot is ready and its commands are synced."""
     from sandbox.client import env as sandbox_env
 
     errlog = open(Path(data_dir) / "child.log", "wb")
-    web = {"BENCH_WEB_PORT": str(web_port)} if web_port else {}
     child = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "_harness.py"), "child"], cwd=ROOT,
-        env=os.environ | sandbox_env(sb) | {"BENCH_DATA_DIR": str(data_dir), "BENCH_CHILD_MAX_S": str(max_s)} | web,
+        env=os.environ | sandbox_env(sb) | {"BENCH_DATA_DIR": str(data_dir), "BENCH_CHILD_MAX_S": str(max_s)},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
     try:
         line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 120)
@@ -153,11 +144,11 @@ async def bot_subprocess(sb, data_dir: Path, max_s: float = 600.0, web_port: int
         yield child
     finally:
         child.stdin.close()
-        try:
-            child.wait(timeout=30)
+        try:  # in a thread: the sandbox in this process must keep answering while the bot leaves voice
+            await asyncio.to_thread(child.wait, 30)
         except subprocess.TimeoutExpired:
             child.kill()
-            child.wait(timeout=10)
+            await asyncio.to_thread(child.wait, 10)
         errlog.close()
 
 
@@ -178,9 +169,6 @@ async def _child_main() -> int:
                          token=env[ENV_TOKEN])
     data_dir = Path(env["BENCH_DATA_DIR"])
     settings = sandbox_settings(bench_settings(data_dir), sb)
-    if env.get("BENCH_WEB_PORT"):  # /healthz and /metrics on, as a deployment may run it
-        settings = dataclasses.replace(settings, web=dataclasses.replace(settings.web, enabled=True,
-                                                                         port=int(env["BENCH_WEB_PORT"])))
     running = await start_bot(sb, settings)
     record = open(data_dir / "utterances.jsonl", "w", buffering=1)  # a line at a time
     running.bot.speech.listeners.append(lambda guild_id, utt, outcome: record.write(json.dumps({

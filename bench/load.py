@@ -6,14 +6,10 @@ the sandbox's capture, each utterance's audio identified in the captured stream.
     python -m bench.load --plan under   # ~0.7x
     python -m bench.load --quick        # the CI smoke: 10 guilds x 5 users over 20 s at ~0.7x
 
-Each run measures the engine's capacity (audio seconds per wall second) twice and sizes the load from the second:
-alone first (an engine built from the bot's own settings, concurrent streams of this load's phrases), then
-under the load's own conditions: every guild asks the bot for more than it can say (a long /say each) and the
-bot's engine output is read from its /metrics; on one machine the bot's and the sandbox's voice work for every
-connection (Opus, DAVE and transport encryption, the listeners' decryption and decoding) takes cores from
-synthesis, so the second figure is what the engine can do here. The bot runs in a subprocess started exactly
-as production starts it (bench/_harness.py child: bot.startup.create_bot, /metrics on), so its memory and
-event-loop lag are its own.
+Each run first measures the engine's capacity (audio seconds per wall second, the bot's own engine settings,
+concurrent streams of this load's phrases) and sizes the load from it. Then the bot is started in a
+subprocess exactly as production starts it (bench/_harness.py child: bot.startup.create_bot), so its memory
+and event-loop lag are its own.
 
 Accounting: every accepted item (a readout message by a user in voice; a /say that was answered
 "Speaking"/"Queued") ends as heard, told (a /say refused with its reason; readout counted in a "Skipped N
@@ -45,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._harness import bench_settings, bot_subprocess, free_port, pct, peak_rss_mb  # noqa: E402
+from bench._harness import bench_settings, bot_subprocess, pct, peak_rss_mb  # noqa: E402
 from sandbox import Sandbox, restore_discord  # noqa: E402
 from sandbox.capture import FRAME_S  # noqa: E402
 
@@ -57,7 +53,6 @@ START_SLACK_S = (0.1, 1.0)  # an utterance's spurt starts at most this much befo
 FRAMES_SLACK = 2  # frames an utterance's spurt may lack and still count as all heard
 CAPACITY_S = 12.0  # how long the capacity is measured
 CAPACITY_STREAMS = 8
-LOADED_RAMP_S, LOADED_S = 4.0, 12.0  # the capacity under load: measured after this ramp, for this long
 END_BURST = 5  # Opus silence frames discord.py sends when a source ends
 DUMP: list | None = None  # --dump: what each guild sent, heard and was told, for reading afterwards
 
@@ -167,35 +162,6 @@ async def measure_capacity(data_dir: Path) -> tuple[float, dict[tuple[str, str],
         return made / (time.monotonic() - t0), lengths
     finally:
         await engine.close()
-
-
-async def engine_audio_s(port: int) -> float:
-    """The bot's voicebot_engine_audio_seconds counter, from its /metrics."""
-    import aiohttp
-
-    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as resp:
-        text = await resp.text()
-    return float(next(ln.split()[-1] for ln in text.splitlines()
-                      if ln.startswith("voicebot_engine_audio_seconds_total ")))
-
-
-async def measure_loaded_capacity(sb, rooms: list[Room], port: int) -> float:
-    """Audio seconds per second the bot's engine makes while every guild asks for more than it can (a long /say in
-    each): its capacity under this load's own conditions, where the bot's and the sandbox's voice work (Opus,
-    DAVE and transport encryption, the listeners' decryption) share the cores with synthesis. From the bot's
-    /metrics; then /stop everywhere."""
-    text = " ".join(PHRASES)  # about 20 s of audio; a second one queued behind it (or refused: too long a wait)
-    for user in (1, 2):
-        await asyncio.gather(*(sb.slash(room.users[user], room.general, "say", text=text) for room in rooms))
-    await asyncio.sleep(LOADED_RAMP_S)
-    a0, t0 = await engine_audio_s(port), time.monotonic()
-    await asyncio.sleep(LOADED_S)
-    a1, t1 = await engine_audio_s(port), time.monotonic()
-    stops = [await sb.slash(room.users[1], room.general, "stop") for room in rooms]
-    await asyncio.gather(*(it.wait_text(timeout=60) for it in stops))
-    if a1 <= a0:
-        raise RuntimeError("the bot's engine made no audio while every guild asked it to speak")
-    return (a1 - a0) / (t1 - t0)
 
 
 HOSTILE_SHARE = 0.15
@@ -537,18 +503,15 @@ async def settle(sb, rooms: list[Room], traffic: Traffic, timeout: float) -> boo
 async def run(plan: Plan) -> dict:
     with tempfile.TemporaryDirectory(prefix="load-") as tmp:
         data = Path(tmp)
-        isolated, lengths = await measure_capacity(data)
+        capacity, lengths = await measure_capacity(data)
         mean = mean_item(lengths)
+        actions = max(20, round(plan.factor * capacity * plan.window_s / (mean * SPEECH_SHARE)))
         traffic = Traffic()
-        port = free_port()
         async with Sandbox() as sb:
             rooms = await build_rooms(sb, plan)
-            async with bot_subprocess(sb, data, max_s=plan.window_s + plan.drain_s + 900, web_port=port) as child:
+            async with bot_subprocess(sb, data, max_s=plan.window_s + plan.drain_s + 900) as child:
                 t_setup = time.monotonic()
                 await prepare(sb, rooms)
-                await settle(sb, rooms, traffic, 120)
-                capacity = await measure_loaded_capacity(sb, rooms, port)
-                actions = max(20, round(plan.factor * capacity * plan.window_s / (mean * SPEECH_SHARE)))
                 await settle(sb, rooms, traffic, 120)
                 for r in rooms:
                     sb.capture(r.guild).clear()
@@ -569,7 +532,7 @@ async def run(plan: Plan) -> dict:
     utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
     return {
-        **counts, "plan": plan, "capacity": capacity, "isolated": isolated, "mean_phrase_s": mean, "actions": actions,
+        **counts, "plan": plan, "capacity": capacity, "mean_phrase_s": mean, "actions": actions,
         "offered": traffic.offered_audio_s / plan.window_s / capacity, "sent": dict(traffic.sent),
         "hostile": dict(traffic.hostile), "setup_s": setup_s, "sent_s": sent_s, "load_s": load_s,
         "drained": drained, "bot_peak_rss_mb": max(bot_peak, stats["peak_rss_mb"]),
@@ -590,9 +553,8 @@ def report(r: dict) -> int:
     print(f"load plan {plan.name}: {plan.guilds} guilds x {plan.users} users, {r['actions']} actions over "
           f"{plan.window_s:.0f} s (sent in {r['sent_s']:.1f} s; settled {'yes' if r['drained'] else 'NO'}, "
           f"{r['load_s']:.1f} s in all; setup {r['setup_s']:.1f} s)")
-    print(f"engine capacity: {r['capacity']:.2f} audio s per s under this load's conditions (every guild asking "
-          f"for more, the bot's /metrics); {r['isolated']:.2f} alone ({CAPACITY_STREAMS} streams, nothing else "
-          f"running); both measured in this run; mean item {r['mean_phrase_s']:.2f} s of audio")
+    print(f"engine capacity: {r['capacity']:.2f} audio s per s ({CAPACITY_STREAMS} streams, measured in this run); "
+          f"mean item {r['mean_phrase_s']:.2f} s of audio")
     print(f"sent: {r['sent']}; hostile: {r['hostile']}")
     print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
@@ -601,8 +563,7 @@ def report(r: dict) -> int:
     print(f"bot utterance outcomes: {r['outcomes']}")
     print(f"other commands: {r['commands']}, unanswered: {r['commands_unanswered']}")
     lines = [
-        (f"offered_vs_capacity: {r['offered']:.2f} (plan {plan.factor:.1f}x; "
-         f"{r['offered'] * r['capacity'] / r['isolated']:.2f}x the capacity alone)", None),
+        (f"offered_vs_capacity: {r['offered']:.2f} (plan {plan.factor:.1f}x)", None),
         goal_line("underruns_per_100_utterances", 100 * r["underruns"] / max(1, r["played"]), 1.0),
         goal_line("say_ttfa_p95_s", pct(r["say_ttfa"], 0.95) if r["say_ttfa"] else math.inf,
                   plan.goals["say_ttfa_p95_s"]),
