@@ -74,14 +74,16 @@ class Pacer:
     def may_start(self, p: Progress, buffered_s: float, rate: float) -> bool:
         return p.finished or buffered_s >= self.buffer_needed(p, rate)
 
-    def wait(self, ahead: Iterable[Progress], own: Progress, rate: float) -> float:
+    def wait(self, ahead: Iterable[Progress], own: Progress, rate: float,
+             synthesized_first: Iterable[Progress] | None = None) -> float:
         """Seconds until `own`, queued behind `ahead` (the one playing first), would start playing.
 
-        The later of: the audio ahead played out, and the audio ahead plus what `own` must buffer synthesized."""
+        The later of: the audio ahead played out, and the rest of `synthesized_first` (default: all of `ahead`)
+        plus what `own` must buffer synthesized."""
         ahead = list(ahead)
         play = sum(max(0.0, self.length(p) - p.played_s) for p in ahead)
         if rate <= 0:
             return play
-        unmade = sum(self.rest(p) for p in ahead)
+        unmade = sum(self.rest(p) for p in (ahead if synthesized_first is None else synthesized_first))
         own_first = min(self.length(own), self.buffer_needed(own, rate))
         return max(play, (unmade + own_first) / rate)

@@ -125,6 +125,8 @@ class GuildSpeaker:
         self.on_utterance = on_utterance
         self.encoder = encoder or {}  # Opus options for VoiceClient.play
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
+        # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
+        self._urgent_slots = asyncio.Semaphore(max(1, per_guild))
         self._queue: collections.deque[Utterance] = collections.deque()
         self._wakeup = asyncio.Event()
         self.current: Utterance | None = None
@@ -179,13 +181,15 @@ class GuildSpeaker:
 
     def expected_wait(self, request: Request) -> float:
         """Seconds until `request`, queued now, would start playing."""
-        ahead = [self.progress(self.current)] if self.current is not None else []
+        utts = ([self.current] if self.current is not None else []) + list(self._queue)[: self._place_of(request)]
+        ahead = [self.progress(u) for u in utts]
         to_boundary = self.current.source.seconds_to_boundary() if self._gives_way_to(request) else None
         if to_boundary is not None:  # the readout playing now gives way there: only that much of it is ahead
-            ahead = [Progress(chars=0, produced_s=to_boundary, finished=True)]
-        ahead += [self.progress(u) for u in list(self._queue)[: self._place_of(request)]]
+            ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
         own = Progress(chars=len(request.text), speed=request.voice.speed)
-        return self.pacer.wait(ahead, own, self.rate(request))
+        # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it
+        first = [p for u, p in zip(utts, ahead) if u.request.urgent] if request.urgent else None
+        return self.pacer.wait(ahead, own, self.rate(request), first)
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""
@@ -306,7 +310,7 @@ class GuildSpeaker:
         utt.source.start(self._synthesize(utt))
 
     async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
-        async with self._synth_slots:
+        async with self._urgent_slots if utt.request.urgent else self._synth_slots:
             utt.synth_started = time.monotonic()
             stream = self.engine.stream(utt.request.text, utt.request.voice, key=self.guild_id,
                                         urgent=utt.request.urgent)

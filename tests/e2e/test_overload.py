@@ -131,3 +131,34 @@ async def test_say_is_told_a_long_wait_and_refused_past_the_bound(sb, demo, slow
     assert all("limit of 20 s" in a for a in refused)
     waits = [int(a.split("about ")[1].split()[0]) for a in told + refused]
     assert all(w > 5 for w in waits) and all(int(a.split("about ")[1].split()[0]) > 20 for a in refused), answers
+
+
+@pytest.mark.parametrize("slow_running", [0.6], indirect=True)
+async def test_say_synthesis_does_not_wait_for_readout_synthesis(sb, demo, slow_running):
+    """A guild synthesizes one readout at a time, at readout's priority in the engine; a /say arriving then
+    starts its own synthesis at once (urgent) instead of queueing behind the readout ones."""
+    bot = slow_running.bot
+    ended = []
+    bot.speech.listeners.append(lambda guild_id, utt, outcome: ended.append(utt))
+    await enable_readout(sb, demo)
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="max_delay", value="300")
+    await it.wait_text()  # the wait the /say is told is not what this is about
+    await join(sb, demo)
+    for _ in range(2):  # one playing (and still synthesizing), one queued behind it
+        await sb.post(demo.alice, demo.general, LONG)
+    speaker = bot.speech.speaker(demo.guild.id)
+    for _ in range(300):  # bounded: until the first readout is synthesizing
+        if speaker.current is not None and speaker.current.synth_started:
+            break
+        await asyncio.sleep(0.1)
+    it = await sb.slash(demo.alice, demo.general, "say", text="Short one.")
+    assert (await it.wait_text(timeout=30)).startswith(("Speaking", "Queued"))
+    for _ in range(1800):  # bounded: until all three ended
+        if len(ended) >= 3:
+            break
+        await asyncio.sleep(0.1)
+    say = next(u for u in ended if u.request.kind == "say")
+    readouts = [u for u in ended if u.request.kind == "readout"]
+    assert len(readouts) == 2 and all(u.synth_started for u in readouts + [say])
+    first_done = min(u.synth_started + u.synth_seconds for u in readouts)
+    assert say.synth_started < first_done, (say.synth_started, first_done)
