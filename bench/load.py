@@ -323,7 +323,6 @@ class Spurt:
     start: float
     end: float
     frames: int
-    cut: bool = False
 
     @property
     def seconds(self) -> float:
