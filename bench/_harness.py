@@ -175,7 +175,7 @@ async def _child_main() -> int:
         "guild": guild_id, "kind": utt.request.kind, "outcome": outcome.value, "ttfa": utt.ttfa,
         "underruns": utt.source.underruns if utt.source is not None else 0, "audio_s": utt.audio_seconds,
         "held_s": utt.held_s, "message_id": utt.request.message_id, "author": utt.request.author_id,
-        "created_at": utt.request.created_at,
+        "created_at": utt.request.created_at, "catch_up": utt.speed_factor,
         # [start, frames] of each stretch the player played (more than one when it gave way to a /say): a bench
         # finds this audio in the sandbox's capture by when it started, and checks it was all there
         "spans": utt.source.spans if utt.source is not None else []}) + "\n"))

@@ -372,7 +372,8 @@ def length_fits(seconds: float, item: Item) -> bool:
     if not item.expected_s:
         return False
     hi = item.expected_hi or item.expected_s
-    return item.expected_s / LENGTH_TOLERANCE <= seconds <= hi * LENGTH_TOLERANCE
+    faster = item.record["catch_up"] if item.record else 1.0  # made faster while its channel was behind
+    return item.expected_s / (LENGTH_TOLERANCE * faster) <= seconds <= hi * LENGTH_TOLERANCE
 
 
 def label(items: list[Item], records: list[dict]) -> None:
@@ -546,6 +547,7 @@ async def run(plan: Plan) -> dict:
         "drained": drained, "bot_peak_rss_mb": max(bot_peak, stats["peak_rss_mb"]),
         "loop_lag_p99_ms": pct(stats["lag_s"], 0.99) * 1000 if stats["lag_s"] else float("nan"),
         "underruns": sum(u["underruns"] for u in played), "played": len(played),
+        "faster": [u["catch_up"] for u in played if u["catch_up"] > 1.0],
         "outcomes": dict(collections.Counter(u["outcome"] for u in utterances)),
     }
 
@@ -570,6 +572,9 @@ def report(r: dict) -> int:
           f"sandbox missed in heard items {r['frames_missing']}; "
           f"counted twice {r['overcounted']}")
     print(f"bot utterance outcomes: {r['outcomes']}")
+    faster = r["faster"]
+    print(f"made faster to catch up: {len(faster)} of {r['played']} played"
+          + (f" (mean x{sum(faster) / len(faster):.2f}, most x{max(faster):.2f})" if faster else ""))
     print(f"other commands: {r['commands']}, unanswered: {r['commands_unanswered']}")
     lines = [
         (f"offered_vs_capacity: {r['offered']:.2f} (plan {plan.factor:.1f}x)", None),

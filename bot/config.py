@@ -58,6 +58,7 @@ class SpeechSettings:
     opus_fec: bool = False  # in-band forward error correction: ~4x the encoder's CPU per stream
     max_delay_s: int = 300  # the most a guild may set max_delay to (seconds a readout message may wait)
     say_notice_s: float = 5.0  # /say tells the expected wait when it is longer than this
+    catch_up_speed: float = 1.3  # the most speech is sped up while a guild's channel is behind (1: never)
     e2ee_wait_s: float = 10.0  # longest wait for E2EE voice (DAVE) to be ready before speaking; then the user is told
 
 
@@ -161,6 +162,8 @@ def _validate(settings: Settings, file: str) -> None:
             raise ConfigError(f"{file}: '{section}.{key}': expected a number above 0, got {value!r}")
     if not 16 <= settings.speech.opus_bitrate <= 512:
         raise ConfigError(f"{file}: 'speech.opus_bitrate': expected 16 to 512 (kbps), got {settings.speech.opus_bitrate}")
+    if not 1.0 <= settings.speech.catch_up_speed <= 2.0:
+        raise ConfigError(f"{file}: 'speech.catch_up_speed': expected 1 to 2, got {settings.speech.catch_up_speed}")
     if settings.speech.lookahead < 0:
         raise ConfigError(f"{file}: 'speech.lookahead': expected 0 or more, got {settings.speech.lookahead}")
     from bot.speech.text import MORE  # the bot's longest utterance is speech.max_text_chars plus MORE

@@ -14,6 +14,15 @@ BURST_S = 2.0  # audio comes a sentence at a time: keep this much of it (at the 
 MIN_SECONDS_PER_CHAR = 0.02
 MAX_SECONDS_PER_CHAR = 0.3
 LEARN_WEIGHT = 0.05  # weight of the newest utterance in the seconds-per-character average
+CATCH_UP_FROM_S = 5.0  # speech waiting besides an utterance before it is made faster ...
+CATCH_UP_FULL_S = 20.0  # ... and at which it is made as fast as the setting allows
+
+
+def catch_up_speed(backlog_s: float, most: float) -> float:
+    """Speed factor for an utterance made while `backlog_s` seconds of other speech wait in its channel: 1 up to
+    CATCH_UP_FROM_S, rising linearly to `most` at CATCH_UP_FULL_S."""
+    share = (backlog_s - CATCH_UP_FROM_S) / (CATCH_UP_FULL_S - CATCH_UP_FROM_S)
+    return 1.0 + (max(most, 1.0) - 1.0) * min(1.0, max(0.0, share))
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ class SpeechService:
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
                 encoder={"application": "voip", "bitrate": s.opus_bitrate, "fec": s.opus_fec,
                          "signal_type": "voice"},
+                catch_up=s.catch_up_speed,
             )
             self.speakers[guild_id] = sp
         return sp

@@ -10,13 +10,13 @@ import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.aio import cancel_and_wait
 from bot.errors import UserError
 from bot.speech.connection import VoiceConnection
 from bot.speech.e2ee import E2EEGate, wait_e2ee
-from bot.speech.pacing import FRAME_S, Pacer, Progress
+from bot.speech.pacing import FRAME_S, Pacer, Progress, catch_up_speed
 from bot.speech.source import StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
 
@@ -79,6 +79,12 @@ class Utterance:
     synth_started: float | None = None
     synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
     e2ee_wait_s: float = 0.0  # time held back until the call's E2EE (DAVE) was ready
+    speed_factor: float = 1.0  # made this much faster than asked to catch up (set when its synthesis starts)
+
+    @property
+    def speed(self) -> float:
+        """The speed it is (or will be) made at."""
+        return self.request.voice.speed * self.speed_factor
 
     @property
     def audio_seconds(self) -> float:
@@ -112,6 +118,7 @@ class GuildSpeaker:
         e2ee_wait_s: float = 10.0,
         on_utterance: Callable[[Utterance, Outcome], None] | None = None,
         encoder: dict | None = None,
+        catch_up: float = 1.0,
     ) -> None:
         self.guild_id = guild_id
         self.engine = engine
@@ -124,6 +131,7 @@ class GuildSpeaker:
         self.e2ee_wait_s = e2ee_wait_s
         self.on_utterance = on_utterance
         self.encoder = encoder or {}  # Opus options for VoiceClient.play
+        self.catch_up = catch_up  # the most speech is sped up while the channel is behind
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
         # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
         self._urgent_slots = asyncio.Semaphore(max(1, per_guild))
@@ -168,7 +176,7 @@ class GuildSpeaker:
     def progress(self, utt: Utterance) -> Progress:
         src = utt.source
         return Progress(
-            chars=len(utt.request.text), speed=utt.request.voice.speed,
+            chars=len(utt.request.text), speed=utt.speed,
             produced_s=src.frames_written * FRAME_S if src is not None else 0.0,
             played_s=src.frames_read * FRAME_S if src is not None else 0.0,
             finished=src is not None and src.finished,
@@ -306,13 +314,26 @@ class GuildSpeaker:
             before.append(utt)
 
     def _start_synthesis(self, utt: Utterance) -> None:
+        utt.speed_factor = self._catch_up_factor(utt)
         utt.source = StreamingSource(self.buffer_frames)
         utt.source.start(self._synthesize(utt))
+
+    def _catch_up_factor(self, utt: Utterance) -> float:
+        """How much faster `utt` is made: more the more other speech waits in this channel (the rest of what plays
+        now and the queue). A preview is heard as the voice really sounds."""
+        if self.catch_up <= 1.0 or utt.request.kind == "preview":
+            return 1.0
+        others = [u for u in (self.current, *self._queue) if u is not None and u is not utt]
+        backlog = sum(self.pacer.length(p) - p.played_s for p in map(self.progress, others))
+        return catch_up_speed(backlog, self.catch_up)
 
     async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
         async with self._urgent_slots if utt.request.urgent else self._synth_slots:
             utt.synth_started = time.monotonic()
-            stream = self.engine.stream(utt.request.text, utt.request.voice, key=self.guild_id,
+            voice = utt.request.voice
+            if utt.speed_factor != 1.0:
+                voice = replace(voice, speed=utt.speed)
+            stream = self.engine.stream(utt.request.text, voice, key=self.guild_id,
                                         urgent=utt.request.urgent)
             try:
                 async for chunk in stream:
@@ -475,7 +496,7 @@ class GuildSpeaker:
         if not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
             src.close()
             return await self._fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
-        self.pacer.learn(len(utt.request.text), utt.request.voice.speed, utt.audio_seconds)
+        self.pacer.learn(len(utt.request.text), utt.speed, utt.audio_seconds)
         return Outcome.PLAYED
 
 

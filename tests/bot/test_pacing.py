@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bot.speech.pacing import BURST_S, Pacer, Progress
+from bot.speech.pacing import BURST_S, CATCH_UP_FROM_S, CATCH_UP_FULL_S, Pacer, Progress, catch_up_speed
 from engine.base import Capacity
 
 
@@ -81,3 +81,11 @@ def test_share_of_the_engine_follows_the_other_keys():
     assert crowded.share() == pytest.approx(2.0)  # two slots shared by ten keys
     assert Pacer.rate(crowded) == crowded.share()
     assert BURST_S > 0
+
+
+def test_catch_up_speed_rises_with_the_backlog_within_the_setting():
+    assert catch_up_speed(0.0, 1.3) == 1.0 and catch_up_speed(CATCH_UP_FROM_S, 1.3) == 1.0
+    middle = catch_up_speed((CATCH_UP_FROM_S + CATCH_UP_FULL_S) / 2, 1.3)
+    assert middle == pytest.approx(1.15)
+    assert catch_up_speed(CATCH_UP_FULL_S, 1.3) == pytest.approx(1.3) == catch_up_speed(600.0, 1.3)
+    assert catch_up_speed(600.0, 1.0) == 1.0 == catch_up_speed(600.0, 0.5)  # off, and never slower

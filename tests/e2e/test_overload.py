@@ -162,3 +162,37 @@ async def test_say_synthesis_does_not_wait_for_readout_synthesis(sb, demo, slow_
     assert len(readouts) == 2 and all(u.synth_started for u in readouts + [say])
     first_done = min(u.synth_started + u.synth_seconds for u in readouts)
     assert say.synth_started < first_done, (say.synth_started, first_done)
+
+
+async def test_a_channel_behind_speaks_faster_to_catch_up_and_every_word_is_heard(sb, demo, bot):
+    ended = []
+    bot.speech.listeners.append(lambda guild_id, utt, outcome: ended.append((utt, outcome)))
+    await enable_readout(sb, demo)
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="xsaid", value="off")
+    await it.wait_text()
+    await join(sb, demo)
+    text = "The weather is nice and warm today, so we will walk along the river after lunch."
+    posted = 6
+    for i in range(posted):  # one message each: the per-user rate limit stays out of this
+        user = sb.user(f"catcher{i}")
+        demo.guild.add_member(user)
+        await sb.user_joins_voice(user, demo.voice)
+        await sb.post(user, demo.general, text)
+    for _ in range(1800):  # bounded
+        if len(ended) >= posted:
+            break
+        await asyncio.sleep(0.1)
+    assert [o.value for _, o in ended] == ["played"] * posted
+    first = ended[0][0]
+    assert first.speed_factor == 1.0  # nothing was waiting when it was made
+    faster = [u for u, _ in ended if u.speed_factor > 1.0]
+    assert faster, [u.speed_factor for u, _ in ended]
+    assert all(u.speed_factor <= bot.speech.settings.catch_up_speed for u, _ in ended)
+    # the same words made fastest are clearly shorter (Piper varies the length of a text by a few % run to run)
+    fastest = max((u for u, _ in ended), key=lambda u: u.speed_factor)
+    normal = [u.source.frames_written for u, _ in ended if u.speed_factor < 1.02]
+    assert fastest.speed_factor >= 1.15 and fastest.source.frames_written < 0.92 * sum(normal) / len(normal), (
+        [(round(u.speed_factor, 2), u.source.frames_written) for u, _ in ended])
+    # and once the queue drains, the speed is back to normal
+    assert ended[-1][0].speed_factor == 1.0
+    assert all(u.source.underruns == 0 and u.source.frames_read == u.source.frames_written for u, _ in ended)
