@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import json
 import secrets
+import socket
 import struct
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODES = ["aead_aes256_gcm_rtpsize", "aead_xchacha20_poly1305_rtpsize"]
 DAVE_MAGIC = b"\xfa\xfa"              # the last two bytes of every DAVE-encrypted frame
+UDP_RECEIVE_BUFFER = 4 << 20  # bytes asked for the voice socket's receive buffer
 
 
 @dataclass
@@ -283,6 +285,9 @@ class VoiceServer:
     async def start_udp(self) -> None:
         loop = asyncio.get_running_loop()
         self.udp, _ = await loop.create_datagram_endpoint(lambda: _UdpProtocol(self), local_addr=("127.0.0.1", 0))
+        # one socket takes every guild's voice: the default buffer (~200 KB) holds under 0.1 s of 50 streams, so a
+        # pause of this process's loop would drop packets Discord would have had; the kernel caps it at rmem_max
+        self.udp.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECEIVE_BUFFER)
         self.udp_port = self.udp.get_extra_info("sockname")[1]
 
     def datagram(self, data: bytes, addr: tuple) -> None:
