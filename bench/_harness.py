@@ -61,6 +61,12 @@ def rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+def cpu_seconds(pid: int | str = "self") -> float:
+    """CPU time a process has used (user + system, all its threads), seconds, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def wait_until(predicate, timeout: float, what: str, step: float = 0.02) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -29,6 +29,7 @@ import collections
 import dataclasses
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._harness import bench_settings, bot_subprocess, pct, peak_rss_mb  # noqa: E402
+from bench._harness import bench_settings, bot_subprocess, cpu_seconds, pct, peak_rss_mb  # noqa: E402
 from sandbox import Sandbox, restore_discord  # noqa: E402
 from sandbox.capture import FRAME_S  # noqa: E402
 
@@ -323,6 +324,7 @@ class Spurt:
     start: float
     end: float
     frames: int
+    times: list[float] = field(default_factory=list, repr=False)  # when each of its packets arrived
 
     @property
     def seconds(self) -> float:
@@ -344,6 +346,7 @@ def spurts(capture) -> list[Spurt]:
             out.append(current)
         current.end = p.at
         current.frames += 1
+        current.times.append(p.at)
     packets = capture.packets
     n = len(packets)
     k = 0
@@ -363,6 +366,27 @@ def spurts(capture) -> list[Spurt]:
             if burst is None or not burst <= i < burst + END_BURST:
                 add(packets[i])
         k = run
+    return out
+
+
+def split_at(spurt_list: list[Spurt], starts: list[float]) -> list[Spurt]:
+    """Spurts split where the bot started an utterance inside one: the end-of-speech burst between two utterances
+    is not always tight in the capture (the player thread held up while sending it on a busy machine), and then
+    the two run together. A new player starts only after the last one ended, so the first packet that arrived
+    after the start belongs to the new utterance."""
+    out: list[Spurt] = []
+    for s in spurt_list:
+        cuts = sorted(t for t in starts if s.start + START_SLACK_S[0] < t <= s.end)
+        piece = None
+        for at in s.times:
+            if piece is None or (cuts and at >= cuts[0]):
+                while cuts and at >= cuts[0]:
+                    cuts.pop(0)
+                piece = Spurt(at, at, 0)
+                out.append(piece)
+            piece.end = at
+            piece.frames += 1
+            piece.times.append(at)
     return out
 
 
@@ -450,7 +474,7 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict]) -> dic
                 item.accepted = answer.startswith(("Speaking", "Queued"))
                 totals["say_told" if answer and not item.accepted else "say_unanswered" if not answer else "x"] += 1
         mine = [r for r in records if r["guild"] == gid]
-        spurt_list = spurts(sb.capture(room.guild))
+        spurt_list = split_at(spurts(sb.capture(room.guild)), [start for r in mine for start, _ in r["spans"]])
         totals["unidentified_spurts"] += find_audio(spurt_list, mine)
         readout = [it for it in items if it.kind == "readout" and it.accepted]  # not: nothing to say
         say = [it for it in items if it.kind == "say" and it.accepted]
@@ -525,9 +549,10 @@ async def run(plan: Plan) -> dict:
                 for r in rooms:
                     sb.capture(r.guild).clear()
                 setup_s = time.monotonic() - t_setup
-                t0 = time.monotonic()
+                t0, cpu0, own0 = time.monotonic(), cpu_seconds(child.pid), cpu_seconds()
                 await drive(sb, plan, rooms, actions, lengths, traffic)
                 sent_s = time.monotonic() - t0
+                cores = ((cpu_seconds(child.pid) - cpu0) / sent_s, (cpu_seconds() - own0) / sent_s)
                 drained = await settle(sb, rooms, traffic, plan.drain_s)
                 load_s = time.monotonic() - t0
                 bot_peak = peak_rss_mb(child.pid)
@@ -544,7 +569,7 @@ async def run(plan: Plan) -> dict:
         **counts, "plan": plan, "capacity": capacity, "mean_phrase_s": mean, "actions": actions,
         "offered": traffic.offered_audio_s / plan.window_s / capacity, "sent": dict(traffic.sent),
         "hostile": dict(traffic.hostile), "setup_s": setup_s, "sent_s": sent_s, "load_s": load_s,
-        "drained": drained, "bot_peak_rss_mb": max(bot_peak, stats["peak_rss_mb"]),
+        "drained": drained, "cores": cores, "bot_peak_rss_mb": max(bot_peak, stats["peak_rss_mb"]),
         "loop_lag_p99_ms": pct(stats["lag_s"], 0.99) * 1000 if stats["lag_s"] else float("nan"),
         "underruns": sum(u["underruns"] for u in played), "played": len(played),
         "faster": [u["catch_up"] for u in played if u["catch_up"] > 1.0],
@@ -566,6 +591,7 @@ def report(r: dict) -> int:
     print(f"engine capacity: {r['capacity']:.2f} audio s per s ({CAPACITY_STREAMS} streams, measured in this run); "
           f"mean item {r['mean_phrase_s']:.2f} s of audio")
     print(f"sent: {r['sent']}; hostile: {r['hostile']}")
+    print(f"CPU while sending (cores of {os.cpu_count()}): bot {r['cores'][0]:.2f}, sandbox and bench {r['cores'][1]:.2f}")
     print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
           f"{r['unidentified_spurts']} spurts; heard at an unexpected length {r['off_length']}; frames the "
