@@ -324,7 +324,7 @@ class Spurt:
     start: float
     end: float
     frames: int
-    times: list[float] = field(default_factory=list, repr=False)  # when each of its packets arrived
+    packets: list = field(default_factory=list, repr=False)
 
     @property
     def seconds(self) -> float:
@@ -346,7 +346,7 @@ def spurts(capture) -> list[Spurt]:
             out.append(current)
         current.end = p.at
         current.frames += 1
-        current.times.append(p.at)
+        current.packets.append(p)
     packets = capture.packets
     n = len(packets)
     k = 0
@@ -369,24 +369,27 @@ def spurts(capture) -> list[Spurt]:
     return out
 
 
-def split_at(spurt_list: list[Spurt], starts: list[float]) -> list[Spurt]:
-    """Spurts split where the bot started an utterance inside one: the end-of-speech burst between two utterances
-    is not always tight in the capture (the player thread held up while sending it on a busy machine), and then
-    the two run together. A new player starts only after the last one ended, so the first packet that arrived
-    after the start belongs to the new utterance."""
+def split_at(spurt_list: list[Spurt], spans: list[tuple[float, int]]) -> list[Spurt]:
+    """Spurts split where two utterances ran together: the end-of-speech burst between them is not always tight
+    in the capture (a player thread or the sandbox's loop held up on a busy machine). When more than one of the
+    bot's stretches ([start, frames]) starts within a spurt, each takes its frames in order, the burst after it
+    is dropped, and the last takes the rest; arrival times are not used to cut (they lag when the loop does)."""
     out: list[Spurt] = []
     for s in spurt_list:
-        cuts = sorted(t for t in starts if s.start + START_SLACK_S[0] < t <= s.end)
-        piece = None
-        for at in s.times:
-            if piece is None or (cuts and at >= cuts[0]):
-                while cuts and at >= cuts[0]:
-                    cuts.pop(0)
-                piece = Spurt(at, at, 0)
-                out.append(piece)
-            piece.end = at
-            piece.frames += 1
-            piece.times.append(at)
+        inside = sorted(sp for sp in spans if s.start - START_SLACK_S[0] <= sp[0] <= s.end)
+        if len(inside) < 2:
+            out.append(s)
+            continue
+        k = 0
+        for i, (_, frames) in enumerate(inside):
+            end = len(s.packets) if i == len(inside) - 1 else min(len(s.packets), k + frames)
+            piece = s.packets[k:end]
+            k = end
+            for _ in range(END_BURST):
+                if k < len(s.packets) and s.packets[k].silence:
+                    k += 1
+            if any(not p.silence for p in piece):  # (what is left of a slow burst is no utterance)
+                out.append(Spurt(piece[0].at, piece[-1].at, len(piece), piece))
     return out
 
 
@@ -474,7 +477,7 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict]) -> dic
                 item.accepted = answer.startswith(("Speaking", "Queued"))
                 totals["say_told" if answer and not item.accepted else "say_unanswered" if not answer else "x"] += 1
         mine = [r for r in records if r["guild"] == gid]
-        spurt_list = split_at(spurts(sb.capture(room.guild)), [start for r in mine for start, _ in r["spans"]])
+        spurt_list = split_at(spurts(sb.capture(room.guild)), [tuple(sp) for r in mine for sp in r["spans"]])
         totals["unidentified_spurts"] += find_audio(spurt_list, mine)
         readout = [it for it in items if it.kind == "readout" and it.accepted]  # not: nothing to say
         say = [it for it in items if it.kind == "say" and it.accepted]

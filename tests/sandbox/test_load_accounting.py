@@ -30,11 +30,20 @@ def test_a_tight_end_burst_closes_each_utterance() -> None:
     assert [(round(s.start, 2), s.frames) for s in found] == [(10.0, 50), (11.2, 80)]
 
 
-def test_utterances_run_together_by_a_slow_burst_are_split_where_the_second_started() -> None:
+def test_utterances_run_together_by_a_slow_burst_are_split_by_the_frames_each_played() -> None:
     # the first one's burst took 20 ms a frame (its player thread held up): no tight burst, one spurt in all
     merged = spurts(capture_of((10.0, 50, 5, FRAME), (11.2, 80, 5, 0.0005)))
     assert [s.frames for s in merged] == [135]
-    parts = split_at(merged, [10.0, 11.2])
-    assert [(round(s.start, 2), s.frames) for s in parts] == [(10.0, 55), (11.2, 80)]
-    # a start at (or just after) a spurt's own first packet does not split it
-    assert [s.frames for s in split_at(merged, [10.05])] == [135]
+    parts = split_at(merged, [(10.0, 50), (11.15, 80)])
+    assert [(round(s.start, 2), s.frames) for s in parts] == [(10.0, 50), (11.2, 80)]
+    # one stretch within a spurt: left alone
+    assert [s.frames for s in split_at(merged, [(10.0, 50)])] == [135]
+
+
+def test_a_slow_burst_before_the_next_spurt_is_no_utterance() -> None:
+    # the second utterance's first frame was read before the first's last packets arrived (the sandbox's loop
+    # lagged), but its audio is a spurt of its own: the first keeps its frames, the burst's rest is dropped
+    first = spurts(capture_of((10.0, 75, 5, FRAME)))
+    assert [s.frames for s in first] == [80]
+    parts = split_at(first, [(10.0, 75), (11.52, 48)])
+    assert [(round(s.start, 2), s.frames) for s in parts] == [(10.0, 75)]
