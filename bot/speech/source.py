@@ -142,8 +142,18 @@ class StreamingSource(discord.AudioSource):
         return self._task
 
     def give_way(self) -> None:
-        """Stop the player at the next segment boundary (between sentences); `yielded` tells it happened."""
+        """Stop the player at the next segment boundary (between sentences); `yielded` tells it happened. Before a
+        frame was played, whoever waits for this source to start or to fill is woken to give way at once."""
         self._yield = True
+        self._grew.set()
+
+    async def wait_started(self, timeout: float) -> None:
+        """Wait for the first frame, the producer's end, or asked-for speech to give way to (TimeoutError after
+        `timeout` s)."""
+        async with asyncio.timeout(timeout):
+            while not (self.first_frame_ready.is_set() or self._yield):
+                self._grew.clear()
+                await self._grew.wait()
 
     @property
     def giving_way(self) -> bool:

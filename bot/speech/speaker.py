@@ -191,7 +191,10 @@ class GuildSpeaker:
         """Seconds until `request`, queued now, would start playing."""
         utts = ([self.current] if self.current is not None else []) + list(self._queue)[: self._place_of(request)]
         ahead = [self.progress(u) for u in utts]
-        to_boundary = self.current.source.seconds_to_boundary() if self._gives_way_to(request) else None
+        to_boundary = None
+        if self._gives_way_to(request):  # a readout not heard yet steps back at once
+            src = self.current.source
+            to_boundary = src.seconds_to_boundary() if src.frames_read else 0.0
         if to_boundary is not None:  # the readout playing now gives way there: only that much of it is ahead
             ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
         own = Progress(chars=len(request.text), speed=request.voice.speed)
@@ -405,11 +408,16 @@ class GuildSpeaker:
                   exc_info=(type(exc), exc, exc.__traceback__))
         return f"I could not synthesize that (ref {utt.request.request_id}). Please try again."
 
+    @staticmethod
+    def _yields(src: StreamingSource) -> bool:
+        """Whether a readout not yet heard steps back for asked-for speech (one heard goes on to its boundary)."""
+        return src.giving_way and not src.frames_read
+
     async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
         """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
         share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
         held = time.monotonic()
-        while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1):
+        while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
             buffered_s = src.buffered_frames * FRAME_S
             need = self.pacer.buffer_needed(self.progress(utt), self.rate(utt.request))
             if buffered_s >= need:
@@ -426,12 +434,14 @@ class GuildSpeaker:
         assert src is not None
         src.resume()
         try:
-            await asyncio.wait_for(src.first_frame_ready.wait(), FIRST_AUDIO_TIMEOUT_S)
-        except asyncio.TimeoutError:
+            await src.wait_started(FIRST_AUDIO_TIMEOUT_S)
+        except TimeoutError:
             src.close()
             return await self._fail(utt, "Speech took too long to start; please try again.")
         if utt.skipped:
             return Outcome.SKIPPED
+        if self._yields(src):  # asked-for speech came before a word of this was made
+            return None
         if src.frames_written == 0:
             if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
                 return await self._fail(utt, self._error_text(utt, src.error))
@@ -439,6 +449,8 @@ class GuildSpeaker:
         await self._hold(utt, src)
         if utt.skipped:
             return Outcome.SKIPPED
+        if self._yields(src):  # ... or while it was held back to keep ahead of the player
+            return None
         vc = await self.connection.ensure()
         if vc is None:
             src.close()
@@ -452,7 +464,7 @@ class GuildSpeaker:
         utt.e2ee_wait_s = time.monotonic() - held
         if utt.skipped:
             return Outcome.SKIPPED
-        if src.giving_way and not src.frames_read:  # asked-for speech came while this was about to start
+        if self._yields(src):  # asked-for speech came while this was about to start
             return None
         gate = E2EEGate(src, vc, self.e2ee_wait_s)
         done = asyncio.Event()

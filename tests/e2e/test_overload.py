@@ -196,3 +196,37 @@ async def test_a_channel_behind_speaks_faster_to_catch_up_and_every_word_is_hear
     # and once the queue drains, the speed is back to normal
     assert ended[-1][0].speed_factor == 1.0
     assert all(u.source.underruns == 0 and u.source.frames_read == u.source.frames_written for u, _ in ended)
+
+
+@pytest.mark.parametrize("slow_running", [0.3], indirect=True)
+async def test_a_readout_held_back_steps_aside_for_say_at_once(sb, demo, slow_running):
+    """An engine this slow makes a readout wait until all of it is synthesized before a word plays (else it would
+    run dry); a /say asked meanwhile takes its turn at once, not once the readout is made, and the readout
+    follows whole."""
+    bot = slow_running.bot
+    ended = []
+    bot.speech.listeners.append(lambda guild_id, utt, outcome: ended.append((utt, outcome)))
+    await enable_readout(sb, demo)
+    await join(sb, demo)
+    await sb.post(demo.alice, demo.general, LONG.split(". ")[0] + ".")
+    speaker = bot.speech.speaker(demo.guild.id)
+    for _ in range(300):  # bounded: until the readout is synthesizing and held back
+        readout = speaker.current
+        if readout is not None and readout.source is not None and readout.source.frames_written and readout.prerolled:
+            break
+        await asyncio.sleep(0.1)
+    assert readout.source.frames_read == 0 and not readout.source.finished
+    it = await sb.slash(demo.alice, demo.general, "say", text="Short one.")
+    assert (await it.wait_text(timeout=30)).startswith(("Speaking", "Queued"))
+    for _ in range(600):  # bounded: until the /say is the one being played
+        if speaker.current is not None and speaker.current.request.kind == "say":
+            break
+        await asyncio.sleep(0.05)
+    assert speaker.current.request.kind == "say"
+    assert not readout.source.finished and readout.source.frames_read == 0  # it stepped aside, still being made
+    for _ in range(1800):  # bounded: until both ended
+        if len(ended) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    assert [(u.request.kind, o.value) for u, o in ended] == [("say", "played"), ("readout", "played")]
+    assert readout.source.frames_read == readout.source.frames_written and readout.source.underruns == 0
