@@ -10,7 +10,7 @@ from typing import Any, Optional, Protocol
 
 import davey
 
-from .mls import CommitWelcome, ExternalSender, Proposal, parse_commit_welcome, proposals_payload, revoke_payload
+from .mls import ExternalSender, Proposal, parse_commit_welcome, proposals_payload, revoke_payload
 
 log = logging.getLogger("sandbox.dave")
 
