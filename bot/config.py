@@ -55,7 +55,7 @@ class SpeechSettings:
     emoji: str = "name"  # name | skip: how unicode emoji are read
     links: str = "a link"  # "a link" | domain
     opus_bitrate: int = 64  # kbps; speech needs no more
-    opus_fec: bool = False  # in-band forward error correction: ~4x the encoder's CPU per stream
+    opus_fec: bool = False  # in-band forward error correction: ~3.5x the encoder's CPU per stream
     max_delay_s: int = 300  # the most a guild may set max_delay to (seconds a readout message may wait)
     say_notice_s: float = 5.0  # /say tells the expected wait when it is longer than this
     catch_up_speed: float = 1.3  # the most speech is sped up while a guild's channel is behind (1: never)

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ALONE_GRACE_S = 2.0
+# Opus in its full-band (CELT) mode: at 64 kbps on this project's voice ~3x cheaper per frame than "voip"/"voice"
+# (SILK or hybrid: 117 vs 325 us per 20 ms frame) and closer to the synthesized waveform (SNR 23 vs 12 dB)
+OPUS_OPTIONS = {"application": "audio", "signal_type": "auto"}
 DISCONNECT_GRACE_S = 1.0  # how long a real voice disconnect may take to remove discord.py's VoiceClient
 
 
@@ -65,8 +68,7 @@ class SpeechService:
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
                 pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
-                encoder={"application": "voip", "bitrate": s.opus_bitrate, "fec": s.opus_fec,
-                         "signal_type": "voice"},
+                encoder=OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
                 catch_up=s.catch_up_speed,
             )
             self.speakers[guild_id] = sp
