@@ -448,6 +448,13 @@ def heard_at(it: Item) -> float | None:
     return r["spurts"][0].start
 
 
+def channel_busy(it: Item, others: list[Item]) -> float:
+    """Seconds between the item's sending and its first heard frame that its channel spent speaking other items
+    (one voice per channel: the wait no scheduling can remove)."""
+    return sum(max(0.0, min(s.end, it.heard_at) - max(s.start, it.sent_at))
+               for o in others if o is not it for s in o.record["spurts"] if s is not None)
+
+
 def frames_missing(it: Item) -> int:
     """Frames of a heard item that did not reach the sandbox (within the slack heard_at allows)."""
     return sum(max(0, frames - s.frames) for (_, frames), s in zip(it.record["spans"], it.record["spurts"]))
@@ -468,6 +475,8 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict]) -> dic
     totals = collections.Counter()
     say_ttfa: list[float] = []
     readout_delay: list[float] = []
+    busy: dict[str, list[float]] = {"say": [], "readout": []}  # per heard item: its channel speaking others
+    rest: dict[str, list[float]] = {"say": [], "readout": []}  # ... and the rest of its wait
     for room in rooms:
         gid = room.guild.id
         items = traffic.items.get(gid, [])
@@ -505,6 +514,10 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict]) -> dic
                       lost=max(0, lost), overcounted=max(0, -lost))
         say_ttfa += [it.heard_at - it.sent_at for it in say if it.heard_at is not None]
         readout_delay += [it.heard_at - it.sent_at for it in readout if it.heard_at is not None]
+        heard_items = [it for it in readout + say if it.heard_at is not None]
+        for it in heard_items:
+            busy[it.kind].append(channel_busy(it, heard_items))
+            rest[it.kind].append(it.heard_at - it.sent_at - busy[it.kind][-1])
         if DUMP is not None:
             DUMP.append({"guild": gid, "spurts": [(round(s.start, 2), round(s.seconds, 2)) for s in spurt_list],
                          "items": [(it.kind, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
@@ -517,6 +530,7 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict]) -> dic
     keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "overcounted", "say_told", "say_unanswered",
             "unidentified_spurts", "off_length", "frames_missing")
     return {**{k: totals[k] for k in keys}, "say_ttfa": say_ttfa, "readout_delay": readout_delay,
+            "busy": busy, "rest": rest,
             "commands": len(cmds), "commands_unanswered": sum(1 for it in cmds if first_text(it) is None)}
 
 
@@ -605,6 +619,12 @@ def report(r: dict) -> int:
     print(f"made faster to catch up: {len(faster)} of {r['played']} played"
           + (f" (mean x{sum(faster) / len(faster):.2f}, most x{max(faster):.2f})" if faster else ""))
     print(f"other commands: {r['commands']}, unanswered: {r['commands_unanswered']}")
+    for kind in ("say", "readout"):
+        b, w = r["busy"][kind], r["rest"][kind]
+        if b:
+            print(f"{kind} wait, heard items: its channel speaking other items p50 {pct(b, 0.5):.2f} p95 "
+                  f"{pct(b, 0.95):.2f} s; the rest (synthesis, engine queue, start) p50 {pct(w, 0.5):.2f} p95 "
+                  f"{pct(w, 0.95):.2f} s")
     lines = [
         (f"offered_vs_capacity: {r['offered']:.2f} (plan {plan.factor:.1f}x)", None),
         goal_line("underruns_per_100_utterances", 100 * r["underruns"] / max(1, r["played"]), 1.0),
