@@ -18,10 +18,14 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled en_US-joe-medium)")
     p.add_argument("--max-chars", type=int, default=EngineSettings.max_text_chars, help="longest text accepted")
     p.add_argument("--voices-dir", default="", metavar="DIR", help="a folder of extra Piper voices (.onnx + .onnx.json)")
+    p.add_argument("--noise-scale", type=float, default=PiperSettings.noise_scale,
+                   help="Piper's variation of the voice; 0 with --noise-w 0: the same rendering every time")
+    p.add_argument("--noise-w", type=float, default=PiperSettings.noise_w, help="Piper's variation of phoneme lengths")
 
 
 def engine_settings(args: argparse.Namespace, **overrides: object) -> EngineSettings:
-    piper = PiperSettings(model=args.model, voices_dir=args.voices_dir)
+    piper = PiperSettings(model=args.model, voices_dir=args.voices_dir, noise_scale=args.noise_scale,
+                          noise_w=args.noise_w)
     settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=piper)
     return replace(settings, **overrides)  # type: ignore[arg-type]
 

@@ -89,3 +89,15 @@ def utterances(packets, gap_frames: int = 1) -> list[list]:
     if cur:
         out.append(cur)
     return out
+
+
+def assert_same_speech(heard: np.ndarray, reference: np.ndarray, other: np.ndarray | None = None) -> float:
+    """`heard` is `reference` (a rendering of the same text by a steady engine, tests/e2e/conftest.py): as long
+    within 5 % (Opus framing) and with the same loudness envelope; `other` (another text, or the original of a
+    substituted one) correlates far less. Measured heard through the sandbox: Piper 0.97, eSpeak NG 0.89-0.94
+    (its digital silence comes back from Opus as faint noise); another text 0.4-0.6. Returns the correlation."""
+    assert abs(len(heard) - len(reference)) / len(reference) < 0.05, (len(heard), len(reference))
+    corr = stretched_envelope_correlation(heard, reference)
+    corr_other = stretched_envelope_correlation(heard, other) if other is not None else -1.0
+    assert corr > 0.85 and corr > corr_other + 0.1, (corr, corr_other)
+    return corr

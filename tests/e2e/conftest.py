@@ -8,14 +8,28 @@ import pytest
 
 from bot.config import DEFAULT_CONFIG, load_settings
 from demo.sandbox_bot import sandbox_settings, start_bot
+from engine.settings import EngineSettings
 from sandbox import Sandbox, restore_discord
 from sandbox.demo import create_demo
 
 
+# Piper without its sampling noise: the same text gives the same audio every time, so what the channel heard
+# can be compared with a fresh rendering closely (with the noise two renderings of a sentence differ in length
+# and envelope enough to fail such a check a few times in a hundred). Only these two numbers differ from the
+# shipped settings; tests/engine keeps the noise.
+STEADY_PIPER = {"noise_scale": 0.0, "noise_w": 0.0}
+STEADY_CLI = ["--noise-scale", "0", "--noise-w", "0"]  # the same for `python -m engine say`
+
+
+def steady_engine(engine: EngineSettings) -> EngineSettings:
+    return dataclasses.replace(engine, piper=dataclasses.replace(engine.piper, **STEADY_PIPER))
+
+
 def make_settings(tmp_path, **sections):
-    """The shipped defaults with a per-test SQLite file; `sections` replace fields per section."""
+    """The shipped defaults with a per-test SQLite file and steady Piper; `sections` replace fields per section."""
     s = load_settings(DEFAULT_CONFIG, environ={})
-    s = dataclasses.replace(s, database=dataclasses.replace(s.database, path=str(tmp_path / "bot.db")))
+    s = dataclasses.replace(s, database=dataclasses.replace(s.database, path=str(tmp_path / "bot.db")),
+                            engine=steady_engine(s.engine))
     for section, changes in sections.items():
         s = dataclasses.replace(s, **{section: dataclasses.replace(getattr(s, section), **changes)})
     return s
