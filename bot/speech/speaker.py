@@ -23,6 +23,8 @@ from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
 PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
+# a /say longer than this (about 10 s of speech) gives another member's /say a turn at its next sentence
+TURN_CHARS = 150
 PLAYER_STOP_WAIT_S = 1.0  # after /skip, at most this long for the stopped player thread to finish
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
@@ -138,6 +140,7 @@ class GuildSpeaker:
         self._queue: collections.deque[Utterance] = collections.deque()
         self._wakeup = asyncio.Event()
         self.current: Utterance | None = None
+        self._turns: list[Utterance] = []  # members' /say taking their turn in the long /say playing now
         self._playing_done: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closed = False
@@ -151,8 +154,10 @@ class GuildSpeaker:
             raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
         utt = Utterance(request, done=asyncio.get_running_loop().create_future())
         self._queue.insert(self._place_of(request), utt)
+        if self._takes_turn(request):
+            self._turns.append(utt)
         if self._gives_way_to(request):
-            self.current.source.give_way()  # channel readout pauses at its next sentence for asked-for speech
+            self.current.source.give_way()  # pauses at its next sentence for this asked-for speech
         self._ensure_running()
         self._start_ahead()
         self._wakeup.set()
@@ -162,16 +167,31 @@ class GuildSpeaker:
         return list(self._queue)
 
     def _place_of(self, request: Request) -> int:
-        """Asked-for speech (/say, previews) goes ahead of queued channel readout, behind other asked-for speech."""
+        """Asked-for speech (/say, previews) goes ahead of queued channel readout, behind other asked-for speech;
+        a member's /say taking its turn in a long /say goes first (behind others taking theirs)."""
+        if self._takes_turn(request):
+            return self._after_turns()
         return self._front_of_readout() if request.urgent else len(self._queue)
+
+    def _after_turns(self) -> int:
+        """Just behind the queued /say of members taking their turn in the one playing now (0 when none)."""
+        return max((i + 1 for i, u in enumerate(self._queue) if u in self._turns), default=0)
 
     def _front_of_readout(self) -> int:
         return next((i for i, u in enumerate(self._queue) if not u.request.urgent), len(self._queue))
 
     def _gives_way_to(self, request: Request) -> bool:
-        """Whether the readout playing now pauses at its next segment boundary for `request`."""
+        """Whether what is playing now pauses at its next segment boundary for `request`: channel readout for any
+        asked-for speech, a long /say for another member's /say."""
         cur = self.current
-        return request.urgent and cur is not None and not cur.request.urgent and cur.source is not None
+        ready = request.urgent and cur is not None and cur.source is not None
+        return ready and (not cur.request.urgent or self._takes_turn(request))
+
+    def _takes_turn(self, request: Request) -> bool:
+        """Members take turns: another member's /say plays at the next sentence of a long /say, then its rest."""
+        cur = self.current
+        return (cur is not None and cur.request.kind == request.kind == "say"
+                and cur.request.author_id != request.author_id and len(cur.request.text) > TURN_CHARS)
 
     def progress(self, utt: Utterance) -> Progress:
         src = utt.source
@@ -192,10 +212,10 @@ class GuildSpeaker:
         utts = ([self.current] if self.current is not None else []) + list(self._queue)[: self._place_of(request)]
         ahead = [self.progress(u) for u in utts]
         to_boundary = None
-        if self._gives_way_to(request):  # a readout not heard yet steps back at once
+        if self._gives_way_to(request):  # what plays now gives way (not heard yet: at once)
             src = self.current.source
             to_boundary = src.seconds_to_boundary() if src.frames_read else 0.0
-        if to_boundary is not None:  # the readout playing now gives way there: only that much of it is ahead
+        if to_boundary is not None:  # what plays now gives way there: only that much of it is ahead
             ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
         own = Progress(chars=len(request.text), speed=request.voice.speed)
         # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it
@@ -385,8 +405,9 @@ class GuildSpeaker:
                 outcome = await self._fail(utt, "Something went wrong while playing that. Please try again.")
             finally:
                 self.current = None
-            if outcome is None:  # gave way to asked-for speech: the rest plays after it, before other readout
-                self._queue.insert(self._front_of_readout(), utt)
+            turns, self._turns = self._after_turns(), []
+            if outcome is None:  # gave way: a /say's rest right after the turns it gave, a readout's after /say
+                self._queue.insert(turns if utt.request.urgent else self._front_of_readout(), utt)
                 continue
             _finish(utt, outcome)
             self._report(utt, outcome)
@@ -410,7 +431,8 @@ class GuildSpeaker:
 
     @staticmethod
     def _yields(src: StreamingSource) -> bool:
-        """Whether a readout not yet heard steps back for asked-for speech (one heard goes on to its boundary)."""
+        """Whether an utterance not yet heard steps back for speech it gives way to (one heard goes on to its
+        boundary)."""
         return src.giving_way and not src.frames_read
 
     async def _hold(self, utt: Utterance, src: StreamingSource) -> None:

@@ -205,3 +205,35 @@ async def test_say_cuts_in_between_readout_sentences_and_the_readout_resumes(sb,
     say_frames, read_frames = await frames(said, made["say"]), await frames(read, made["readout"])
     assert abs(pieces[1] - say_frames) <= 0.05 * say_frames + 2, (pieces, say_frames)
     assert abs(pieces[0] + pieces[2] - read_frames) <= 0.05 * read_frames + 2, (pieces, read_frames)
+
+
+async def test_members_take_turns_a_long_say_gives_way_to_another_members_say(sb, demo, bot, readout):
+    """A long /say (over TURN_CHARS) pauses at its next sentence for another member's /say, which plays, then the
+    rest of it: one utterance, every frame heard once. The same member's next /say waits for the whole first."""
+    from bot.speech.speaker import TURN_CHARS
+
+    made = {}
+    bot.speech.listeners.append(lambda guild_id, utt, outcome: made.setdefault(utt.request.text, utt))
+    bob = sb.user("bob")
+    demo.guild.add_member(bob)
+    await sb.user_joins_voice(bob, demo.voice)
+    capture = sb.capture(demo.guild)
+    sentences = ["The first sentence of this long request is here.", "Then comes a second sentence, a little longer.",
+                 "A third one follows it without any hurry.", "And the fourth sentence closes the long request."]
+    long_text = " ".join(sentences)
+    assert len(long_text) > TURN_CHARS
+    it = await sb.slash(demo.alice, demo.general, "say", text=long_text)
+    assert (await it.wait_text(timeout=30)).startswith("Speaking")
+    await capture.wait_for_audio(0.3, timeout=30)
+    mine = await sb.slash(demo.alice, demo.general, "say", text="My own second one.")
+    theirs = await sb.slash(bob, demo.general, "say", text="Bob has a turn.")
+    for answer in (mine, theirs):
+        assert (await answer.wait_text(timeout=30)).startswith(("Speaking", "Queued"))
+    await readout.wait_count(3)
+    await capture.wait_until_silent(0.5, timeout=30)
+    assert readout.of(demo.guild) == [("Bob has a turn.", "played"), (long_text, "played"),
+                                      ("My own second one.", "played")]
+    pieces = [len(u) for u in utterances(capture.packets)]
+    assert len(pieces) == 4, pieces  # alice's start, bob's, the rest of alice's, alice's second
+    assert all(u.source.frames_read == u.source.frames_written for u in made.values())
+    assert pieces[0] + pieces[2] == made[long_text].source.frames_written, (pieces, made[long_text].source.frames_written)
