@@ -18,7 +18,7 @@ from sandbox.demo import create_demo
 # and envelope enough to fail such a check a few times in a hundred). Only these two numbers differ from the
 # shipped settings; tests/engine keeps the noise.
 STEADY_PIPER = {"noise_scale": 0.0, "noise_w": 0.0}
-STEADY_CLI = ["--noise-scale", "0", "--noise-w", "0"]  # the same for `python -m engine say`
+STEADY_CLI = [a for k, v in STEADY_PIPER.items() for a in (f"--{k.replace('_', '-')}", str(v))]  # engine say
 
 
 def steady_engine(engine: EngineSettings) -> EngineSettings:
