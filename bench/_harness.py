@@ -2,7 +2,8 @@
 
 Run as `python bench/_harness.py child` (with `sandbox.client.env(sb)` in the environment) it is the bot in a
 subprocess, for measuring that process's memory alone; it stops when its stdin closes, and then writes
-child-stats.json (its event-loop lag samples and peak memory) and utterances.jsonl (one line per finished
+child-stats.json (its event-loop lag samples, its engine's running totals each second and its peak memory) and
+utterances.jsonl (one line per finished
 utterance, as the bot's speech service reports them) into BENCH_DATA_DIR.
 """
 
@@ -186,7 +187,9 @@ async def _child_main() -> int:
         # finds this audio in the sandbox's capture by when it started, and checks it was all there
         "spans": utt.source.spans if utt.source is not None else []}) + "\n"))
     lags: list[float] = []
-    ticker = asyncio.create_task(_lag_ticker(lags))
+    engine_totals: list[tuple[float, float, float]] = []
+    tickers = [asyncio.create_task(_lag_ticker(lags)), asyncio.create_task(_engine_ticker(running.bot.engine,
+                                                                                         engine_totals))]
     print("ready", flush=True)
     closed = asyncio.Event()
 
@@ -203,8 +206,10 @@ async def _child_main() -> int:
         pass
     finally:
         loop.remove_reader(sys.stdin.fileno())
-        ticker.cancel()
-        (data_dir / "child-stats.json").write_text(json.dumps({"lag_s": lags, "peak_rss_mb": peak_rss_mb()}))
+        for ticker in tickers:
+            ticker.cancel()
+        (data_dir / "child-stats.json").write_text(json.dumps({"lag_s": lags, "peak_rss_mb": peak_rss_mb(),
+                                                               "engine": engine_totals}))
         await running.stop()
         record.close()
     return 0
@@ -217,6 +222,15 @@ async def _lag_ticker(lags: list[float], step: float = 0.01) -> None:
         t0 = loop.time()
         await asyncio.sleep(step)
         lags.append(loop.time() - t0 - step)
+
+
+async def _engine_ticker(engine, totals: list[tuple[float, float, float]], step: float = 1.0) -> None:
+    """(time.monotonic(), audio seconds made, slot seconds spent making it) of the engine, each `step` s: a bench
+    reads how fast the engine synthesized beside everything else the bot did, over any stretch of the run."""
+    while True:
+        stats = engine.stats()
+        totals.append((time.monotonic(), stats.audio_seconds, stats.synthesis_seconds))
+        await asyncio.sleep(step)
 
 
 def peak_rss_mb(pid: int | str = "self") -> float:

@@ -134,10 +134,11 @@ def expected_texts() -> dict[tuple[str, str], str | None]:
     return out
 
 
-async def measure_capacity(data_dir: Path) -> tuple[float, dict[tuple[str, str], float | None]]:
-    """(audio seconds per wall second with CAPACITY_STREAMS concurrent streams of this load's phrases, the
-    audio seconds the bot should say for each (kind, phrase or hostile kind): None when it refuses, 0 for
-    nothing to say), on an engine built from the bot's own settings, as the bot builds it."""
+async def measure_capacity(data_dir: Path) -> tuple[float, float, dict[tuple[str, str], float | None]]:
+    """(audio seconds per wall second with CAPACITY_STREAMS concurrent streams of this load's phrases, the same
+    per second a synthesis slot was busy, the audio seconds the bot should say for each (kind, phrase or hostile
+    kind): None when it refuses, 0 for nothing to say), on an engine built from the bot's own settings, as the
+    bot builds it."""
     from engine.base import Voice
     from engine.factory import build_engine
 
@@ -150,7 +151,7 @@ async def measure_capacity(data_dir: Path) -> tuple[float, dict[tuple[str, str],
             if text is not None and text not in rendered:
                 rendered[text] = len(await engine.synthesize_all(text, Voice())) / (48_000 * 4)
             lengths[key] = None if text is None else rendered[text]
-        made = 0.0
+        made, before = 0.0, engine.stats()
         stop_at = time.monotonic() + CAPACITY_S
 
         async def stream(k: int) -> None:
@@ -161,7 +162,9 @@ async def measure_capacity(data_dir: Path) -> tuple[float, dict[tuple[str, str],
                     made += chunk.duration
         t0 = time.monotonic()
         await asyncio.gather(*(stream(k) for k in range(CAPACITY_STREAMS)))
-        return made / (time.monotonic() - t0), lengths
+        wall, after = time.monotonic() - t0, engine.stats()
+        per_slot = (after.audio_seconds - before.audio_seconds) / (after.synthesis_seconds - before.synthesis_seconds)
+        return made / wall, per_slot, lengths
     finally:
         await engine.close()
 
@@ -553,7 +556,9 @@ async def settle(sb, rooms: list[Room], traffic: Traffic, timeout: float) -> boo
 async def run(plan: Plan) -> dict:
     with tempfile.TemporaryDirectory(prefix="load-") as tmp:
         data = Path(tmp)
-        capacity, lengths = await measure_capacity(data)
+        capacity, per_slot, lengths = await measure_capacity(data)
+        engine_settings = bench_settings(data).engine
+        slots = min(engine_settings.workers, engine_settings.max_concurrency)
         mean = mean_item(lengths)
         actions = max(20, round(plan.factor * capacity * plan.window_s / (mean * SPEECH_SHARE)))
         traffic = Traffic()
@@ -590,8 +595,22 @@ async def run(plan: Plan) -> dict:
         "loop_lag_p99_ms": pct(stats["lag_s"], 0.99) * 1000 if stats["lag_s"] else float("nan"),
         "underruns": sum(u["underruns"] for u in played), "played": len(played),
         "faster": [u["catch_up"] for u in played if u["catch_up"] > 1.0],
+        "engine_beside": engine_beside(stats["engine"], t0, t0 + sent_s, slots, per_slot, capacity),
         "outcomes": dict(collections.Counter(u["outcome"] for u in utterances)),
     }
+
+
+def engine_beside(totals: list, t0: float, t1: float, slots: int, per_slot_alone: float, capacity: float) -> dict:
+    """How the bot's engine did while the load was sent, beside everything else on the machine (the bot's
+    playback, the sandbox): the share of its slots' time it was synthesizing, audio made per busy slot-second,
+    and from that the capacity it has there (the capacity measured alone, scaled by how much slower a slot ran)."""
+    inside = [t for t in totals if t0 <= t[0] <= t1]
+    if len(inside) < 2:
+        return {}
+    (ta, audio_a, synth_a), (tb, audio_b, synth_b) = inside[0], inside[-1]
+    per_slot = (audio_b - audio_a) / max(1e-9, synth_b - synth_a)
+    return {"busy": (synth_b - synth_a) / (slots * (tb - ta)), "per_slot": per_slot, "per_slot_alone": per_slot_alone,
+            "capacity": capacity * per_slot / per_slot_alone, "made": (audio_b - audio_a) / (tb - ta)}
 
 
 def goal_line(name: str, value: float, goal: float, fmt: str = "{:.2f}", *, at_least: bool = False) -> tuple[str, bool]:
@@ -608,6 +627,11 @@ def report(r: dict) -> int:
     print(f"engine capacity: {r['capacity']:.2f} audio s per s ({CAPACITY_STREAMS} streams, measured in this run); "
           f"mean item {r['mean_phrase_s']:.2f} s of audio")
     print(f"sent: {r['sent']}; hostile: {r['hostile']}")
+    if e := r["engine_beside"]:
+        print(f"engine while sending, beside the bot's playback and the sandbox: slots busy {e['busy']:.0%} of the "
+              f"time, made {e['made']:.2f} audio s per s, {e['per_slot']:.2f} per busy slot-second (alone "
+              f"{e['per_slot_alone']:.2f}): capacity there {e['capacity']:.2f} audio s per s, the offered load "
+              f"{r['offered'] * r['capacity'] / e['capacity']:.2f}x of it")
     print(f"CPU while sending (cores of {os.cpu_count()}): bot {r['cores'][0]:.2f}, sandbox and bench {r['cores'][1]:.2f}")
     print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
