@@ -144,7 +144,7 @@ async def bot_subprocess(sb, data_dir: Path, max_s: float = 600.0):
         env=os.environ | sandbox_env(sb) | {"BENCH_DATA_DIR": str(data_dir), "BENCH_CHILD_MAX_S": str(max_s)},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
     try:
-        line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 120)
+        line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 180)
         if line.strip() != b"ready":
             raise RuntimeError(f"bot subprocess did not start: {child_log(data_dir)}")
         await sb.wait_commands(timeout=30)

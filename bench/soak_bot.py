@@ -3,46 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import random
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bench._harness import join, new_room
+from bench._harness import bot_subprocess, join, new_room
 from bench.soak import SENTENCES, Goal, Tally, flat_goals, rss_series, sample
 
-ROOT = Path(__file__).resolve().parent.parent
 LONG = " ".join(SENTENCES)  # under /say's 500 characters
-
-
-@contextlib.asynccontextmanager
-async def bot_child(sb, tmp: Path) -> AsyncIterator[tuple[subprocess.Popen, Path]]:
-    """The bot in a subprocess (bench/_harness.py child) against the sandbox; yields it and its log file."""
-    from sandbox.client import env as sandbox_env
-
-    log_path = tmp / "bot.log"
-    with open(log_path, "wb") as errlog:
-        child = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "_harness.py"), "child"], cwd=ROOT,
-            env=os.environ | sandbox_env(sb) | {"BENCH_DATA_DIR": str(tmp), "BENCH_CHILD_MAX_S": "3600"},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
-        try:
-            line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 180)  # type: ignore[union-attr]
-            if line.strip() != b"ready":
-                raise RuntimeError(f"the bot did not start: {log_path.read_text(errors='replace')[-2000:]}")
-            yield child, log_path
-        finally:
-            child.stdin.close()  # type: ignore[union-attr]
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait(timeout=10)
 
 
 class BotTraffic:
@@ -113,8 +82,7 @@ async def soak_bot(warmup_s: float, run_s: float, seed: int, tmp: Path, guilds: 
     from sandbox import Sandbox
 
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # the sandbox's noise when the bot closes
-    async with Sandbox() as sb, bot_child(sb, tmp) as (child, log_path):
-        await sb.wait_commands(timeout=30)
+    async with Sandbox() as sb, bot_subprocess(sb, tmp, max_s=3600) as child:
         await sb.wait_ready(timeout=60)
         rooms = [await new_room(sb, f"soak-{i}") for i in range(guilds)]
         await asyncio.sleep(0.5)  # GUILD_CREATE reaches the bot
@@ -136,5 +104,5 @@ async def soak_bot(warmup_s: float, run_s: float, seed: int, tmp: Path, guilds: 
         print(f"bot: RSS every 10 s after warm-up (MB): {series}")
         await asyncio.sleep(5)
         end = sample(child.pid)
-        tracebacks = sum(line.startswith("Traceback") for line in log_path.read_text(errors="replace").splitlines())
+        tracebacks = sum(line.startswith("Traceback") for line in (tmp / "child.log").read_text(errors="replace").splitlines())
         return flat_goals("bot", start, warm, end, tracebacks, tally)

@@ -6,8 +6,6 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.base import Capacity
-
 FRAME_S = 0.02
 LENGTH_MARGIN = 1.25  # the rest of an utterance is assumed this much longer than estimated
 BURST_S = 2.0  # audio comes a sentence at a time: keep this much of it (at the guild's rate) in hand
@@ -37,7 +35,7 @@ class Progress:
 
 
 class Pacer:
-    """Audio length estimates learned from what was spoken, and the engine's measured share for a guild.
+    """Audio length estimates learned from what was spoken, and start and wait rules at a guild's engine share.
 
     One per bot (SpeechService owns it); speakers ask it when to start and what a wait will be."""
 
@@ -62,11 +60,6 @@ class Pacer:
         if p.finished:
             return 0.0
         return max(self.length(p) * LENGTH_MARGIN - p.produced_s, min(BURST_S, self.length(p)))
-
-    @staticmethod
-    def rate(capacity: Capacity) -> float:
-        """Audio seconds per second this guild's synthesis gets (0: not measured yet)."""
-        return capacity.share()
 
     def buffer_needed(self, p: Progress, rate: float) -> float:
         """Seconds of audio to hold before playing so the rest keeps ahead of the player at `rate`.

@@ -205,7 +205,7 @@ class GuildSpeaker:
     def rate(self, request: Request | None = None) -> float:
         """Audio seconds per second of synthesis this guild gets now for `request` (its share of the engine)."""
         urgent = request is not None and request.urgent
-        return self.pacer.rate(self.engine.capacity(self.guild_id, urgent=urgent))
+        return self.engine.capacity(self.guild_id, urgent=urgent).share()  # 0: not measured yet
 
     def expected_wait(self, request: Request) -> float:
         """Seconds until `request`, queued now, would start playing."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.base import Voice
 from tests.audio_util import assert_same_speech, band_profile, mono, rms, utterances
 from tests.e2e.conftest import STEADY_CLI
 
@@ -105,7 +106,7 @@ async def test_queue_plays_in_order_and_queue_command_lists_it(sb, demo, bot):
     engine = bot.engine
     expected = []
     for t in texts:
-        pcm = await engine.synthesize_all(t, __import__("engine.base", fromlist=["Voice"]).Voice(), key="ref")
+        pcm = await engine.synthesize_all(t, Voice(), key="ref")
         expected.append(len(pcm) / (48_000 * 4))
     for t in texts:
         await say(sb, demo.alice, demo.general, t)
