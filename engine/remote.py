@@ -22,12 +22,16 @@ the old kind (the id alone) is spoken where it is known. A profile of any other 
 by the server and falls back to "default" (logged once).
 Otherwise `voice.name` is sent as is ("default", an OpenAI name, a server voice). `speed` is sent;
 `pitch` is sent as an extension field that only this project's server honours.
+
+Languages: `learn_languages` (the engine's warm-up calls it) takes them from the server's /v1/status, so
+text in a language the server's voices speak goes there, and other text to the bot's own voices.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import io
 import json
 import logging
@@ -220,6 +224,18 @@ class RemoteBackend:
             raise self._unreachable(exc) from exc
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             raise EngineError(f"The voice server at {self.url} gave no usable health answer ({type(exc).__name__}).") from exc
+
+    async def learn_languages(self) -> None:
+        """Declare the languages the server's voices speak (its /v1/status), so text in them is sent to the
+        server rather than to a local voice; a server that cannot say keeps the declared ones (English)."""
+        try:
+            status = await self.health()
+        except EngineError as exc:
+            log.warning("the voice server's languages are unknown, English assumed: %s", exc)
+            return
+        codes = status.get("languages")
+        if isinstance(codes, list) and codes and all(isinstance(c, str) and c for c in codes):
+            self.info = dataclasses.replace(self.info, languages=tuple(codes))
 
     async def aclose(self) -> None:
         if self._session is not None:

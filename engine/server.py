@@ -22,7 +22,7 @@
   (clip + transcript, per tenant): a server that lacks a voice answers 404 `voice_not_found` and a
   client uploads the clip again (engine/remote.py does), so a fleet shares no voice state.
 - `GET /healthz` (no auth) -> `{"status": "ok"}` only; `GET /v1/status` (auth) -> `{"status", "backend",
-  "version", "sample_rate", ...}`.
+  "version", "sample_rate", "languages", ...}` (a remote backend declares the languages its server's voices speak).
 - `GET /metrics`: Prometheus text from a per-app registry.
 
 Auth (engine/server_auth.py): with a key in the environment variable `settings.api_key_env` (several
@@ -461,7 +461,8 @@ def create_app(
     async def status(request: web.Request) -> web.Response:
         return web.json_response({
             "status": "ok", "backend": info.name, "version": info.version, "sample_rate": info.sample_rate,
-            "clones": info.clones, "voices": list(info.voices), "pcm_rate": OPENAI_RATE, "registered_voices": len(store),
+            "clones": info.clones, "voices": list(info.voices), "languages": list(info.languages),
+            "pcm_rate": OPENAI_RATE, "registered_voices": len(store),
             "active_streams": active, "sessions": getattr(engine.backend, "sessions_alive", None),  # for soaks
         })
 

@@ -383,6 +383,8 @@ class StreamingEngine:
         if not self._async:  # a remote backend's first request would cost its server a synthesis for nothing
             async for _chunk in self.stream("Hello there.", Voice(), key="warm-up"):
                 pass
+        elif (learn := getattr(self.backend, "learn_languages", None)) is not None:
+            await learn()  # which languages the server speaks: the catalog routes them there
 
     async def _warm_sessions(self) -> None:
         warm = getattr(self.backend, "warm_up", None)

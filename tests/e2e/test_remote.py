@@ -12,6 +12,7 @@ import soxr
 
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine import embedding
+from engine.base import Voice
 from engine.factory import build_engine
 from engine.server import serve_in_background
 from engine.settings import EngineSettings, ServerSettings
@@ -24,23 +25,27 @@ TEXT = "Speech from the engine server, streamed to the bot and on into the voice
 OTHER = "Seven silver spoons sat quietly inside a wooden drawer all winter."
 
 
+def remote_settings(tmp_path, url: str, **remote):
+    """The shipped settings with the engine behind the server at `url` (and these other remote settings)."""
+    settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
+    engine = dataclasses.replace(settings.engine, backend="remote",
+                                 remote=dataclasses.replace(settings.engine.remote, url=url, **remote))
+    return dataclasses.replace(settings, engine=engine)
+
+
 async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
     server_engine = build_engine(steady_engine(EngineSettings()))
     await server_engine.warm_up()
     try:
         async with serve_in_background(server_engine, ServerSettings(port=0)) as url:
-            settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
-            remote = dataclasses.replace(settings.engine, backend="remote",
-                                         remote=dataclasses.replace(settings.engine.remote, url=url))
-            settings = dataclasses.replace(settings, engine=remote)
-            running = await start_bot(sb, sandbox_settings(settings, sb))
+            running = await start_bot(sb, sandbox_settings(remote_settings(tmp_path, url), sb))
             try:
                 assert running.bot.engine.info.name == "remote"
                 heard = await heard_say(sb, demo, TEXT)
                 served_segments = server_engine.counters.segments_done
                 assert served_segments >= 1  # the speech really came from the server's engine
                 # the heard speech is the server engine's rendering (a stutter would break the envelope)
-                voice = __import__("engine.base").base.Voice()
+                voice = Voice()
                 reference = mono(await server_engine.synthesize_all(TEXT, voice))
                 other = mono(await server_engine.synthesize_all(OTHER, voice))
                 assert rms(heard) > 0.02
@@ -51,12 +56,44 @@ async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
         await server_engine.close()
 
 
+async def test_the_remote_backend_speaks_the_languages_of_its_servers_voices(sb, demo, tmp_path):
+    """A server whose voice speaks German: the bot learns that at warm-up, so a German message (language
+    auto) is spoken by the server, and a French one by the bot's own eSpeak NG."""
+    from engine.espeak import VOICE_NAME as ESPEAK
+    from tests.e2e.test_languages import FRENCH, GERMAN, set_language
+    from tests.piper_voices import drop_piper_voice
+
+    model = drop_piper_voice(tmp_path / "server-model", "de_DE-joe-medium", "de_DE")
+    server_settings = steady_engine(EngineSettings())
+    server_settings = dataclasses.replace(server_settings,
+                                          piper=dataclasses.replace(server_settings.piper, model=str(model)))
+    server_engine = build_engine(server_settings)
+    await server_engine.warm_up()
+    try:
+        async with serve_in_background(server_engine, ServerSettings(port=0)) as url:
+            running = await start_bot(sb, sandbox_settings(remote_settings(tmp_path, url), sb))
+            try:
+                engine = running.bot.engine
+                assert engine.info.languages == ("de",)
+                assert engine.route(Voice(), "de").name == Voice().name  # the server's voice
+                assert engine.route(Voice(), "fr").name == ESPEAK
+                assert await set_language(sb, demo, "auto") == "language is now auto (detected per message)."
+                served = server_engine.counters.segments_done
+                german = await heard_say(sb, demo, GERMAN)
+                assert server_engine.counters.segments_done > served  # spoken by the server
+                served = server_engine.counters.segments_done
+                french = await heard_say(sb, demo, FRENCH)
+                assert server_engine.counters.segments_done == served  # spoken here, by eSpeak NG
+                assert rms(german) > 0.02 and rms(french) > 0.02
+            finally:
+                await running.stop()
+    finally:
+        await server_engine.close()
+
+
 async def test_unreachable_engine_server_is_reported_to_the_user(sb, demo, tmp_path):
-    settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
-    remote = dataclasses.replace(settings.engine, backend="remote",
-                                 remote=dataclasses.replace(settings.engine.remote, url="http://127.0.0.1:9",
-                                                            retries=0, connect_timeout_s=1.0))
-    running = await start_bot(sb, sandbox_settings(dataclasses.replace(settings, engine=remote), sb))
+    settings = remote_settings(tmp_path, "http://127.0.0.1:9", retries=0, connect_timeout_s=1.0)
+    running = await start_bot(sb, sandbox_settings(settings, sb))
     try:
         it = await sb.slash(demo.alice, demo.general, "say", text="Nobody will synthesize this.")
         told = await it.wait(lambda i: next((r for r in i.responses if "unreachable" in (r.content or "")), None),
@@ -80,10 +117,7 @@ async def test_voice_registered_through_a_remote_backend_reaches_the_server_and_
     store = VoiceStore(tmp_path / "server-voices")
     try:
         async with serve_in_background(server_engine, ServerSettings(port=0), voice_store=store) as url:
-            settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
-            remote = dataclasses.replace(settings.engine, backend="remote",
-                                         remote=dataclasses.replace(settings.engine.remote, url=url))
-            running = await start_bot(sb, sandbox_settings(dataclasses.replace(settings, engine=remote), sb))
+            running = await start_bot(sb, sandbox_settings(remote_settings(tmp_path, url), sb))
             try:
                 clip = espeak_clip()
                 it, press = await register(sb, demo.alice, demo.general, "robot", clip)

@@ -220,6 +220,7 @@ async def test_healthz_and_metrics(server) -> None:
         async with s.get(server + "/metrics") as resp:
             text = await resp.text()
     assert health["status"] == "ok" and health["backend"] == "piper" and health["sample_rate"] == 22050
+    assert health["languages"] == ["en"]  # what a remote backend routes to this server
     assert 'engine_server_requests_total{route="/v1/audio/speech",status="200"} 1.0' in text
     assert 'engine_server_errors_total{code="invalid_value"} 1.0' in text
     assert "engine_server_ttfa_seconds_count 1.0" in text
