@@ -3,8 +3,8 @@
 Run as `python bench/_harness.py child` (with `sandbox.client.env(sb)` in the environment) it is the bot in a
 subprocess, for measuring that process's memory alone; it stops when its stdin closes, and then writes
 child-stats.json (its event-loop lag samples, its engine's running totals each second and its peak memory) and
-utterances.jsonl (one line per finished
-utterance, as the bot's speech service reports them) into BENCH_DATA_DIR.
+utterances.jsonl (one line per finished utterance, as the bot's speech service reports them) into
+BENCH_DATA_DIR.
 """
 
 from __future__ import annotations
