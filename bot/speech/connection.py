@@ -1,4 +1,5 @@
-"""A guild's voice connection (the call): join with permission checks, move, leave, reconnect when dropped.
+"""A guild's voice connection (the call): join with permission checks, move, leave, reconnect when dropped, and
+the only code that sends on discord.py's VoiceClient (Opus frames, the speaking flag) for the voice driver.
 A voice server refusing a client without end-to-end encryption (close 4017) is reported at once."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 import discord
 
 from bot.errors import UserError
-from bot.speech.e2ee import DAVE_REQUIRED_CLOSE, closed_with, privacy_code
+from bot.speech.e2ee import DAVE_REQUIRED_CLOSE, closed_with, may_speak, privacy_code
 
 log = logging.getLogger(__name__)
 NO_DAVE = ("Discord requires end-to-end encrypted voice (DAVE) in {channel}, and this bot's voice library did not "
@@ -52,6 +53,26 @@ class VoiceConnection:
     def is_connected(self) -> bool:
         vc = self.voice_client
         return vc is not None and vc.is_connected()
+
+    # -- the voice driver's side (its thread) ----------------------------------------------------
+    def ready_to_send(self) -> bool:
+        """Connected, and every frame sent now would be heard (the call's E2EE is ready, or nobody needs it)."""
+        vc = self.voice_client
+        return vc is not None and vc.is_connected() and may_speak(vc)
+
+    def send_opus(self, packet: bytes) -> None:
+        """One Opus frame: DAVE (davey), transport encryption (PyNaCl) and RTP by discord.py's VoiceClient."""
+        vc = self.voice_client
+        if vc is not None:
+            vc.send_audio_packet(packet, encode=False)
+
+    def set_speaking(self, speaking: bool) -> None:
+        """The speaking flag Discord shows (sent from the event loop)."""
+        vc = self.voice_client
+        if vc is None or vc.ws is None:
+            return
+        state = discord.SpeakingState.voice if speaking else discord.SpeakingState.none
+        asyncio.run_coroutine_threadsafe(vc.ws.speak(state), self.client.loop)
 
     @property
     def privacy_code(self) -> str | None:

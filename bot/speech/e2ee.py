@@ -7,8 +7,6 @@ session is not ready (``can_encrypt``), and listeners drop those frames. The bot
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 
 import discord
 
@@ -69,48 +67,3 @@ def closed_with(vc: discord.VoiceClient | None) -> int | None:
     state = _state(vc) if vc is not None else None
     ws = getattr(getattr(state, "ws", None), "ws", None)
     return getattr(ws, "close_code", None)
-
-
-class E2EEGate(discord.AudioSource):
-    """Holds back the next frame while listeners expect E2EE and discord.py's DAVE session is not ready
-    (a reconnect, a new group, an invalid commit mid-utterance), so no frame is sent that they would drop.
-    Runs in the player thread; bounded by `timeout`, after which it ends the utterance (`timed_out`)."""
-
-    def __init__(self, source: discord.AudioSource, vc: discord.VoiceClient, timeout: float) -> None:
-        self.source = source
-        self.vc = vc
-        self.timeout = timeout
-        self.timed_out = False
-        self.waited_s = 0.0
-        self._stop = threading.Event()
-
-    def read(self) -> bytes:
-        # Also hold while reconnecting: the frame read now would be sent after the new DAVE session started.
-        if not (self.vc.is_connected() and may_speak(self.vc)):
-            start = time.monotonic()
-            while not (self.vc.is_connected() and may_speak(self.vc)):
-                if time.monotonic() - start >= self.timeout:
-                    if not self.vc.is_connected():
-                        break             # still disconnected: discord.py's player waits for it and gives up
-                    self.timed_out = True
-                    return b""
-                if self._stop.wait(POLL_S) or not self.vc.is_playing():     # cleaned up, or stopped (/skip)
-                    return b""
-            self.waited_s += time.monotonic() - start
-            self._restart_clock()
-        return self.source.read()
-
-    def _restart_clock(self) -> None:
-        """After a hold the player would send the missed 20 ms slots at once; pace from now instead,
-        as discord.py does itself after a reconnect."""
-        player = getattr(self.vc, "_player", None)
-        if player is not None and hasattr(player, "_start"):
-            player.loops = 0
-            player._start = time.perf_counter()
-
-    def is_opus(self) -> bool:
-        return self.source.is_opus()
-
-    def cleanup(self) -> None:
-        self._stop.set()
-        self.source.cleanup()

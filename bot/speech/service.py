@@ -17,6 +17,7 @@ from bot.prefs import PrefsService
 from bot.storage.settings_repo import GuildPrefs
 from bot.speech.audio_file import AudioFiles
 from bot.speech.connection import VoiceConnection
+from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
 from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids, speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
@@ -53,6 +54,8 @@ class SpeechService:
         self.languages = languages
         self.speakers: dict[int, GuildSpeaker] = {}
         self.pacer = Pacer()  # audio length estimates, shared by every guild's speaker
+        s = settings.speech  # one sender for every guild's playback
+        self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec})
         self.files = AudioFiles(engine)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self._alone_checks: dict[int, asyncio.TimerHandle] = {}
@@ -68,7 +71,7 @@ class SpeechService:
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
                 pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
-                encoder=OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
+                driver=self.driver,
                 catch_up=s.catch_up_speed,
             )
             self.speakers[guild_id] = sp
@@ -243,6 +246,7 @@ class SpeechService:
             handle.cancel()
         speakers = list(self.speakers.values())
         await asyncio.gather(*(sp.close() for sp in speakers), return_exceptions=True)
+        await asyncio.to_thread(self.driver.close)
         for sp in speakers:
             vc = sp.connection.voice_client
             if vc is not None:

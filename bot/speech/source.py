@@ -1,4 +1,4 @@
-"""StreamingSource: a discord.AudioSource fed 20 ms PCM frames by the engine through a bounded buffer."""
+"""StreamingSource: one utterance's bounded frame buffer, fed PCM by the engine, read as Opus by the voice driver."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 
-import discord
-
 from bot.speech.pacing import FRAME_S
 from engine.base import FRAME_BYTES, AudioChunk
 
@@ -18,16 +16,18 @@ log = logging.getLogger(__name__)
 SILENCE = b"\x00" * FRAME_BYTES
 
 
-class StreamingSource(discord.AudioSource):
-    """Frames in from an async producer on the loop, out to discord.py's player thread.
+class StreamingSource:
+    """Frames in from an async producer on the loop, out to the voice driver's thread (bot/speech/driver.py).
 
     `read()` never blocks: it returns the next frame, a silence frame (counted as an underrun) when
     the buffer is empty mid-utterance, or b"" once the producer has finished and the buffer is drained.
+    The driver encodes buffered frames to Opus ahead of playback (`encode_ahead`), off its 20 ms sends.
     """
 
     def __init__(self, max_frames: int = 1500) -> None:
         self.max_frames = max(2, max_frames)
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._frames: collections.deque[bytes] = collections.deque()  # PCM, not encoded yet
+        self._encoded: collections.deque[bytes] = collections.deque()  # Opus, ahead of `_frames`
         self._lock = threading.Lock()
         self._finished = False  # the producer will add nothing more
         self._closed = False  # cleanup ran: drop everything
@@ -92,7 +92,7 @@ class StreamingSource(discord.AudioSource):
         for offset in range(0, whole, FRAME_BYTES):
             while not self._closed:
                 with self._lock:
-                    if len(self._frames) < self.max_frames:
+                    if len(self._encoded) + len(self._frames) < self.max_frames:
                         self._frames.append(data[offset:offset + FRAME_BYTES])
                         self.frames_written += 1
                         break
@@ -119,7 +119,7 @@ class StreamingSource(discord.AudioSource):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         want = min(frames, self.max_frames)
-        while not (self._finished or self._closed or len(self._frames) >= want):
+        while not (self._finished or self._closed or self.buffered_frames >= want):
             self._grew.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -135,7 +135,7 @@ class StreamingSource(discord.AudioSource):
 
     @property
     def buffered_frames(self) -> int:
-        return len(self._frames)
+        return len(self._encoded) + len(self._frames)
 
     @property
     def producer(self) -> asyncio.Task | None:
@@ -169,8 +169,32 @@ class StreamingSource(discord.AudioSource):
         """Before playing the rest after giving way."""
         self.yielded = self._yield = False
 
-    # -- consumer side (player thread) ----------------------------------------------------------
-    def read(self) -> bytes:
+    # -- consumer side (the voice driver's thread) -----------------------------------------------
+    def encode_ahead(self, encode: Callable[[bytes], bytes], limit: int) -> int:
+        """Encode up to `limit` buffered PCM frames, in order, for `read` to hand out; returns how many. Only the
+        thread that reads may call it (an Opus encoder's state follows the stream)."""
+        done = 0
+        while done < limit and not self._closed:
+            with self._lock:
+                if not self._frames:
+                    break
+                pcm = self._frames[0]
+            packet = encode(pcm)  # outside the lock: the producer keeps filling meanwhile
+            with self._lock:
+                if self._closed or not self._frames:
+                    break
+                self._frames.popleft()
+                self._encoded.append(packet)
+            done += 1
+        return done
+
+    @property
+    def encoded_frames(self) -> int:
+        return len(self._encoded)
+
+    def read(self, encode: Callable[[bytes], bytes] | None = None) -> bytes:
+        """The next frame: Opus when `encode` is given (encoded ahead, or now), else PCM; b"" at the end or at
+        the segment boundary where it gives way; silence (counted as an underrun) when nothing is buffered."""
         if self._closed:
             return b""
         with self._lock:
@@ -180,34 +204,39 @@ class StreamingSource(discord.AudioSource):
                 self._boundaries.popleft()
                 self.yielded, self._span_open = True, False
                 return b""
-            if self._frames:
-                frame = self._frames.popleft()
-                wake = len(self._frames) == self.max_frames - 1
+            queued = len(self._encoded) + len(self._frames)
+            if self._encoded:
+                frame, raw = self._encoded.popleft(), False
+            elif self._frames:
+                frame, raw = self._frames.popleft(), True
             elif self._finished:
                 return b""
             else:
-                frame, wake = None, False
+                frame, raw = None, True
+            wake = queued == self.max_frames
         if frame is None:
             self.underruns += 1
-            return SILENCE
+            frame = SILENCE
+        else:
+            self._count_played(queued)
+        if wake and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._space.set)
+        return encode(frame) if raw and encode is not None else frame
+
+    def _count_played(self, queued: int) -> None:
+        now = time.monotonic()
         if self.first_read_at is None:
-            self.first_read_at = time.monotonic()
-            self.buffered_at_start = len(self._frames) + 1
+            self.first_read_at = now
+            self.buffered_at_start = queued
         if not self._span_open:
-            self.spans.append([time.monotonic(), 0])
+            self.spans.append([now, 0])
             self._span_open = True
         self.spans[-1][1] += 1
         self.frames_read += 1
-        if wake and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._space.set)
-        return frame
-
-    def is_opus(self) -> bool:
-        return False
 
     def cleanup(self) -> None:
-        """Called by discord.py when playback ends or is stopped: free the buffer, stop the producer (not when it
-        gave way: the rest is played later, and whoever drops it closes it)."""
+        """When playback ends or is stopped: free the buffer, stop the producer (not when it gave way: the rest is
+        played later, and whoever drops it closes it)."""
         if not self.yielded:
             self.close()
 
@@ -217,6 +246,7 @@ class StreamingSource(discord.AudioSource):
         self._closed = True
         with self._lock:
             self._frames.clear()
+            self._encoded.clear()
         loop, task = self._loop, self._task
         if loop is not None and not loop.is_closed():
             def _stop() -> None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from bot.aio import cancel_and_wait
 from bot.errors import UserError
 from bot.speech.connection import VoiceConnection
-from bot.speech.e2ee import E2EEGate, wait_e2ee
+from bot.speech.driver import End, Track, VoiceDriver
+from bot.speech.e2ee import wait_e2ee
 from bot.speech.pacing import FRAME_S, Pacer, Progress, catch_up_speed
 from bot.speech.source import StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
@@ -25,7 +26,6 @@ FIRST_AUDIO_TIMEOUT_S = 60.0
 PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
 # a /say longer than this (about 10 s of speech) gives another member's /say a turn at its next sentence
 TURN_CHARS = 150
-PLAYER_STOP_WAIT_S = 1.0  # after /skip, at most this long for the stopped player thread to finish
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
 
@@ -119,7 +119,7 @@ class GuildSpeaker:
         pacer: Pacer | None = None,
         e2ee_wait_s: float = 10.0,
         on_utterance: Callable[[Utterance, Outcome], None] | None = None,
-        encoder: dict | None = None,
+        driver: VoiceDriver | None = None,
         catch_up: float = 1.0,
     ) -> None:
         self.guild_id = guild_id
@@ -132,7 +132,7 @@ class GuildSpeaker:
         self.pacer = pacer or Pacer()
         self.e2ee_wait_s = e2ee_wait_s
         self.on_utterance = on_utterance
-        self.encoder = encoder or {}  # Opus options for VoiceClient.play
+        self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
         self.catch_up = catch_up  # the most speech is sped up while the channel is behind
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
         # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
@@ -141,7 +141,7 @@ class GuildSpeaker:
         self._wakeup = asyncio.Event()
         self.current: Utterance | None = None
         self._turns: list[Utterance] = []  # members' /say taking their turn in the long /say playing now
-        self._playing_done: asyncio.Event | None = None
+        self._track: Track | None = None  # what the driver plays now
         self._task: asyncio.Task | None = None
         self._closed = False
         self.underruns = 0
@@ -237,20 +237,10 @@ class GuildSpeaker:
         if utt is None:
             return False
         utt.skipped = True
-        vc = self.connection.voice_client
-        stopping = vc is not None and (vc.is_playing() or vc.is_paused())
-        if stopping:
-            vc.stop()
+        if self._track is not None:
+            self._track.stop()  # the driver ends it at its next tick, with the end-of-speech silence
         if utt.source is not None:
             utt.source.close()
-        if self._playing_done is not None:
-            # a stopped player thread still sends its end-of-speech silence and then calls `after`: the next
-            # utterance waits for that (else two threads' packets interleave), but not for long
-            done = self._playing_done
-            if stopping:
-                asyncio.get_running_loop().call_later(PLAYER_STOP_WAIT_S, done.set)
-            else:
-                done.set()
         return True
 
     def stop(self) -> int:
@@ -488,46 +478,42 @@ class GuildSpeaker:
             return Outcome.SKIPPED
         if self._yields(src):  # asked-for speech came while this was about to start
             return None
-        gate = E2EEGate(src, vc, self.e2ee_wait_s)
-        done = asyncio.Event()
-        self._playing_done = done
-        loop = asyncio.get_running_loop()
-        player_errors: list[BaseException] = []
-
-        def after(error: BaseException | None) -> None:  # discord.py's player thread, when playback ends
-            if error is not None:
-                player_errors.append(error)
-            loop.call_soon_threadsafe(done.set)
-
         try:
-            vc.play(gate, after=after, **self.encoder)
+            track = self.driver.play(src, self.connection, hold_limit_s=self.e2ee_wait_s)
         except Exception as exc:
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
             return await self._fail(utt, "I could not play in the voice channel right now. Try again.")
-        await done.wait()
-        self._playing_done = None
-        utt.e2ee_wait_s += gate.waited_s
-        if player_errors:  # an Opus or encryption failure in the player thread
-            src.close()
-            err = player_errors[0]
-            log.error("guild %s: the audio player failed on request %s", self.guild_id, utt.request.request_id,
-                      exc_info=(type(err), err, err.__traceback__))
-            return await self._fail(utt, f"Playback failed (ref {utt.request.request_id}). Please try again.")
+        self._track = track
+        try:
+            end = await track.done
+        finally:
+            self._track = None
+        utt.e2ee_wait_s += track.held_s
         if src.first_read_at is not None:
             utt.ttfa = src.first_read_at - utt.request.created_at
-        if src.yielded and not utt.skipped and src.error is None and not gate.timed_out:
+        return await self._ended(utt, src, track, end)
+
+    async def _ended(self, utt: Utterance, src: StreamingSource, track: Track, end: End) -> Outcome | None:
+        """The outcome of a track that stopped; None when it gave way (the rest is still to play)."""
+        if end is End.FAILED:  # an Opus or encryption failure in the driver
+            src.close()
+            err = track.error
+            log.error("guild %s: the audio player failed on request %s", self.guild_id, utt.request.request_id,
+                      exc_info=(type(err), err, err.__traceback__) if err is not None else None)
+            return await self._fail(utt, f"Playback failed (ref {utt.request.request_id}). Please try again.")
+        if end is End.GAVE_WAY and not utt.skipped and src.error is None:
             return None
         self.underruns += src.underruns
         if utt.skipped:
             return Outcome.SKIPPED
         if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
             return await self._fail(utt, self._error_text(utt, src.error))
-        if gate.timed_out:
+        if end is End.E2EE_TIMEOUT:
             src.close()
             return await self._fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s) + " The rest was cut off.")
-        # cut off: the player stopped (a disconnect) before every frame written was read
-        if not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
+        # cut off: the connection dropped (or playback was stopped) before every frame written was sent
+        if end is not End.FINISHED or not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
             src.close()
             return await self._fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
         self.pacer.learn(len(utt.request.text), utt.speed, utt.audio_seconds)

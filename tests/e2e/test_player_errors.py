@@ -1,4 +1,4 @@
-"""Failures in discord.py's player thread reach the log (with the request id) and the user."""
+"""Failures in the voice driver's thread (Opus, DAVE, transport encryption) reach the log (with the request id) and the user."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_a_player_error_reaches_the_log_and_the_user(sb, demo, bot, caplog, monkeypatch):
-    from bot.speech import e2ee
+    from bot.speech.connection import VoiceConnection
 
-    def broken(self):  # an Opus/encryption failure in discord.py's player thread, injected at the source
+    def broken(self, packet):  # an encryption or socket failure in the driver's thread, where frames are sent
         raise RuntimeError("injected player failure")
 
-    monkeypatch.setattr(e2ee.E2EEGate, "read", broken)
+    monkeypatch.setattr(VoiceConnection, "send_opus", broken)
     it = await sb.slash(demo.alice, demo.general, "say", text="This will not play.")
     told = await it.wait(lambda i: next((r for r in i.responses if "Playback failed" in (r.content or "")), None),
                          timeout=30, what="the playback failure message")

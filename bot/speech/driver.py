@@ -1,0 +1,213 @@
+"""VoiceDriver: one thread plays every guild's track, sending each one's next Opus frame on a shared 20 ms tick."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import discord
+
+from bot.speech.source import StreamingSource
+
+log = logging.getLogger(__name__)
+TICK_S = 0.020  # one Opus frame per connection per tick
+MAX_LATE_TICKS = 5  # further behind than this (a stalled machine): pace from now rather than send a burst
+ENCODE_AHEAD = 25  # frames (0.5 s) each track keeps encoded ahead of what it sends
+ENCODE_BUDGET_S = 0.010  # encoding ahead stops for this tick once it took this long (sends come first)
+END_SILENCE = 5  # Opus silence frames after speech, as Discord clients send
+OPUS_SILENCE = b"\xf8\xff\xfe"
+SAMPLES_PER_FRAME = 960
+
+
+class Sink(Protocol):
+    """Where a track's frames go: a guild's voice connection (bot/speech/connection.py)."""
+
+    def ready_to_send(self) -> bool: ...
+
+    def is_connected(self) -> bool: ...
+
+    def send_opus(self, packet: bytes) -> None: ...
+
+    def set_speaking(self, speaking: bool) -> None: ...
+
+
+class End(enum.Enum):
+    """Why a track stopped playing."""
+
+    FINISHED = "finished"  # every frame was sent
+    GAVE_WAY = "gave_way"  # paused at a segment boundary; the rest is still buffered
+    STOPPED = "stopped"  # stop(): /skip, /stop, leave
+    E2EE_TIMEOUT = "e2ee_timeout"  # connected, but the call's E2EE was not ready within the hold limit
+    DROPPED = "dropped"  # the connection was gone for the whole hold limit
+    FAILED = "failed"  # sending raised (error holds it)
+
+
+class Track:
+    """A handle on one utterance playing through the driver: stop it, await how it ended."""
+
+    def __init__(self, source: StreamingSource, sink: Sink, encode: Callable[[bytes], bytes], hold_limit_s: float,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.source = source
+        self.sink = sink
+        self.hold_limit_s = hold_limit_s
+        self.held_s = 0.0  # time spent waiting for the connection or its E2EE while playing
+        self.end: End | None = None
+        self.error: BaseException | None = None
+        self.done: asyncio.Future[End] = loop.create_future()
+        self._encode = encode
+        self._loop = loop
+        self._stop = False
+        self._hold_from: float | None = None
+        self._speaking = False
+
+    def stop(self) -> None:
+        """End playback at the next tick (any thread); the end-of-speech silence is still sent."""
+        self._stop = True
+
+    # -- the driver's thread ---------------------------------------------------------------------
+    def step(self, now: float) -> End | None:
+        """Send this tick's frame; the reason when the track ends."""
+        if self._stop:
+            return End.STOPPED
+        if not self.sink.ready_to_send():  # reconnecting, or listeners expect E2EE that is not ready yet
+            if self._hold_from is None:
+                self._hold_from = now
+            elif now - self._hold_from >= self.hold_limit_s:
+                return End.E2EE_TIMEOUT if self.sink.is_connected() else End.DROPPED
+            return None
+        if self._hold_from is not None:
+            self.held_s += now - self._hold_from
+            self._hold_from = None
+            self._speaking = False  # a new session after a reconnect: announce again
+        packet = self.source.read(self._encode)
+        if not packet:
+            return End.GAVE_WAY if self.source.yielded else End.FINISHED
+        if not self._speaking:
+            self.sink.set_speaking(True)
+            self._speaking = True
+        self.sink.send_opus(packet)
+        return None
+
+    def encode_ahead(self, limit: int) -> None:
+        self.source.encode_ahead(self._encode, limit)
+
+    def close(self, end: End, error: BaseException | None = None) -> None:
+        """Silence after speech, the speaking flag off, the buffer freed (unless it gave way), the waiter told."""
+        self.end, self.error = end, error
+        try:
+            if self._speaking and self.sink.is_connected():
+                for _ in range(END_SILENCE):
+                    self.sink.send_opus(OPUS_SILENCE)
+                self.sink.set_speaking(False)
+        except Exception:
+            log.debug("end-of-speech silence not sent", exc_info=True)
+        self.source.cleanup()
+        try:
+            self._loop.call_soon_threadsafe(self._resolve)
+        except RuntimeError:
+            pass  # the loop closed meanwhile
+
+    def _resolve(self) -> None:
+        if not self.done.done():
+            self.done.set_result(self.end)
+
+
+class VoiceDriver:
+    """One real-time thread for all guilds (Songbird's driver as the model): each tick sends every playing track's
+    next frame, then encodes ahead what the tracks will send next. Sleeps while nothing plays."""
+
+    def __init__(self, encoder_options: dict | None = None) -> None:
+        self.encoder_options = dict(encoder_options or {})
+        self._tracks: list[Track] = []
+        self._wake = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.ticks = 0
+        self.late_ticks = 0  # ticks that started more than a tick late
+        self.cpu_s = 0.0  # the thread's CPU time while it had tracks
+
+    def play(self, source: StreamingSource, sink: Sink, *, hold_limit_s: float) -> Track:
+        """Start sending `source` to `sink` at the next tick (from the event loop)."""
+        encoder = discord.opus.Encoder(**self.encoder_options)
+        track = Track(source, sink, lambda pcm: encoder.encode(pcm, SAMPLES_PER_FRAME), hold_limit_s,
+                      asyncio.get_running_loop())
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the voice driver is closed")
+            self._tracks.append(track)
+            self._wake.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="voice-driver", daemon=True)
+            self._thread.start()
+        return track
+
+    @property
+    def playing(self) -> int:
+        return len(self._tracks)
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            tracks, self._tracks = self._tracks, []
+            self._wake.notify()
+        for track in tracks:
+            track.close(End.STOPPED)
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+    # -- the thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._tracks and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+            cpu0 = time.thread_time()
+            self._play_while_tracks()
+            self.cpu_s += time.thread_time() - cpu0
+
+    def _play_while_tracks(self) -> None:
+        start, n = time.perf_counter(), 0
+        while self._tracks and not self._closed:
+            now = time.perf_counter()
+            due = start + n * TICK_S
+            if now - due > MAX_LATE_TICKS * TICK_S:  # stalled: no burst of missed frames, pace from now
+                start, n, due = now, 0, now
+            if now - due > TICK_S:
+                self.late_ticks += 1
+            self._tick(now)
+            n += 1
+            delay = start + n * TICK_S - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+
+    def _tick(self, now: float) -> None:
+        self.ticks += 1
+        ended: list[tuple[Track, End, BaseException | None]] = []
+        for track in list(self._tracks):
+            try:
+                end = track.step(time.monotonic())
+            except Exception as exc:  # an Opus or encryption failure ends this track, never the driver
+                ended.append((track, End.FAILED, exc))
+                continue
+            if end is not None:
+                ended.append((track, end, None))
+        for track, end, error in ended:
+            with self._wake:
+                if track in self._tracks:
+                    self._tracks.remove(track)
+            track.close(end, error)
+        deadline = now + ENCODE_BUDGET_S
+        for track in list(self._tracks):
+            if time.perf_counter() >= deadline:
+                break
+            try:
+                track.encode_ahead(ENCODE_AHEAD - track.source.encoded_frames)
+            except Exception:
+                log.debug("encoding ahead failed; the frame is encoded when sent", exc_info=True)
