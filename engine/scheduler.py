@@ -1,11 +1,15 @@
 """Global synthesis capacity shared fairly: FIFO within a key, round-robin across keys, a per-key limit; urgent
-waiters (asked-for speech) are served before the others."""
+waiters (asked-for speech) are served before the others; a waiter that says when it is due (a later segment of
+audio already playing) goes by that deadline, so one with enough audio in hand lets a first segment go first."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -41,11 +45,13 @@ class Grant:
 class Scheduler:
     """At most `max_concurrency` grants at once, at most `per_key_limit` per key.
 
-    Waiters of one key are served in order; keys with waiters take turns (a key that was just
-    served goes to the back of the ring), so one busy key cannot starve the others. Urgent waiters have
-    rings of their own, served first (the bot's /say before channel readout). A waiter that is
-    cancelled leaves the queue; one cancelled just as it was granted gives the slot back. Must be
-    used from one event loop.
+    Waiters of one key are served in order. Among keys, the waiter due first goes first: a plain waiter is
+    due when it arrived, or when its key was last served if that is later (so keys take turns and one busy
+    key cannot starve the others); a waiter with `due` (a callable, monotonic seconds, asked at each grant)
+    is due then: a later segment of speech that is playing, due shortly before its audio in hand runs out.
+    Urgent waiters have a level of their own, served first (the bot's /say before channel readout). A
+    waiter that is cancelled leaves the queue; one cancelled just as it was granted gives the slot back.
+    Must be used from one event loop.
     """
 
     def __init__(self, max_concurrency: int, per_key_limit: int | None = None) -> None:
@@ -60,15 +66,15 @@ class Scheduler:
 
     # -- public ---------------------------------------------------------------------------------
 
-    async def acquire(self, key: Hashable, *, urgent: bool = False) -> Grant:
+    async def acquire(self, key: Hashable, *, urgent: bool = False, due: Callable[[], float] | None = None) -> Grant:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Grant] = loop.create_future()
         level = self._levels[0 if urgent else 1]
         queue = level.queues.get(key)
         if queue is None:
             queue = level.queues[key] = deque()
-            level.ring.append(key)
-        queue.append(fut)
+        waiter = _Waiter(fut, due)
+        queue.append(waiter)
         self._dispatch()
         try:
             return await fut
@@ -106,16 +112,13 @@ class Scheduler:
         queue = level.queues.get(key)
         if queue is None:
             return
-        try:
-            queue.remove(fut)
-        except ValueError:
-            pass
+        for waiter in queue:
+            if waiter.fut is fut:
+                queue.remove(waiter)
+                break
         if not queue:
             level.queues.pop(key, None)
-            try:
-                level.ring.remove(key)
-            except ValueError:
-                pass
+            level.served.pop(key, None)
         self._dispatch()
 
     def _release(self, key: Hashable) -> None:
@@ -133,40 +136,57 @@ class Scheduler:
                 return  # nobody waits, or every waiting key is at its limit
 
     def _grant_one(self, level: _Level) -> bool:
-        """Grant the next waiter of `level` whose key is under its limit; False when there is none."""
-        ring = level.ring
-        while ring:
-            for _ in range(len(ring)):
-                if self._running.get(ring[0], 0) < self.per_key_limit:
-                    break
-                ring.rotate(-1)
-            else:
+        """Grant the waiter of `level` due first whose key is under its limit; False when there is none."""
+        while True:
+            best, best_at = None, (math.inf, math.inf)
+            for key, queue in level.queues.items():
+                if self._running.get(key, 0) >= self.per_key_limit:
+                    continue
+                at = (level.due(key, queue[0]), queue[0].seq)
+                if at < best_at:
+                    best, best_at = key, at
+            if best is None:
                 return False
-            key = ring.popleft()
-            queue = level.queues[key]
-            fut = queue.popleft()
-            if fut.done():  # cancelled but not yet forgotten
-                if queue:
-                    ring.appendleft(key)
-                else:
-                    level.queues.pop(key, None)
+            queue = level.queues[best]
+            waiter = queue.popleft()
+            if queue:  # its next waiter goes behind those already waiting
+                level.served[best] = time.monotonic()
+            else:  # (a waiter that comes later arrives after now anyway)
+                level.queues.pop(best, None)
+                level.served.pop(best, None)
+            if waiter.fut.done():  # cancelled but not yet forgotten
                 continue
             self._total += 1
-            self._running[key] = self._running.get(key, 0) + 1
-            fut.set_result(Grant(self, key))
-            if queue:
-                ring.append(key)  # back of the ring: the others go first
-            else:
-                level.queues.pop(key, None)
+            self._running[best] = self._running.get(best, 0) + 1
+            waiter.fut.set_result(Grant(self, best))
             return True
-        return False
+
+
+_SEQ = itertools.count()
+
+
+class _Waiter:
+    """One acquire: its future, when it arrived, and when it is due (if it says)."""
+
+    __slots__ = ("fut", "due", "arrived", "seq")
+
+    def __init__(self, fut: asyncio.Future[Grant], due: Callable[[], float] | None) -> None:
+        self.fut = fut
+        self.due = due
+        self.arrived = time.monotonic()
+        self.seq = next(_SEQ)
 
 
 class _Level:
-    """One priority level's waiters: a FIFO per key and the ring of keys with waiters."""
+    """One priority level's waiters: a FIFO per key, and when each key was last served."""
 
-    __slots__ = ("queues", "ring")
+    __slots__ = ("queues", "served")
 
     def __init__(self) -> None:
-        self.queues: dict[Hashable, deque[asyncio.Future[Grant]]] = {}
-        self.ring: deque[Hashable] = deque()
+        self.queues: dict[Hashable, deque[_Waiter]] = {}
+        self.served: dict[Hashable, float] = {}
+
+    def due(self, key: Hashable, waiter: _Waiter) -> float:
+        if waiter.due is not None:
+            return waiter.due()
+        return max(waiter.arrived, self.served.get(key, -math.inf))

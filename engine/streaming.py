@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Hashable
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 _END = object()  # a job's queue sentinel: the segment is complete
 SPEED_WEIGHT = 0.1  # weight of the newest segment in the moving average of synthesis speed
 RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as competing for the engine
+SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it)
 
 
 @dataclass
@@ -88,6 +90,26 @@ class _Job:
         self.grant: Grant | None = None
         self.inflight: concurrent.futures.Future[Any] | None = None
         self.task: asyncio.Task[None] | None = None
+
+
+class _AudioClock:
+    """When one stream's audio in hand runs out if it plays from its first chunk on: later segments are due a
+    little before that (the scheduler serves the one due first)."""
+
+    __slots__ = ("first", "made_s")
+
+    def __init__(self) -> None:
+        self.first: float | None = None  # monotonic time of the first audio handed out
+        self.made_s = 0.0
+
+    def add(self, seconds: float) -> None:
+        if self.first is None:
+            self.first = time.monotonic()
+        self.made_s += seconds
+
+    def due(self) -> float:
+        """Monotonic time the next segment is due (inf before any audio: the first segment is still coming)."""
+        return math.inf if self.first is None else self.first + self.made_s - SEGMENT_LEAD_S
 
 
 class _PinnedSegment:
@@ -231,10 +253,13 @@ class StreamingEngine:
         jobs = [_Job(i, s) for i, s in enumerate(segments)]
         self.counters.utterances += 1
         done = False
+        clock = _AudioClock()
+        bytes_per_s = rate * channels * 2
 
         def start(i: int) -> None:
             if i < len(jobs) and jobs[i].task is None:
-                jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key, urgent))
+                due = clock.due if i else None  # the first segment: as soon as it can (in turn)
+                jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key, urgent, due))
 
         try:
             start(0)
@@ -248,6 +273,7 @@ class StreamingEngine:
                         raise item
                     pcm = conv.feed(item)
                     if pcm:
+                        clock.add(len(pcm) / bytes_per_s)
                         yield AudioChunk(pcm, rate, channels, segment=job.index)
             tail = conv.flush()
             if conv.samples_out == 0:
@@ -267,11 +293,11 @@ class StreamingEngine:
                     self.counters.cancelled += 1
 
     async def _produce(self, job: _Job, backend: Backend | AsyncBackend, voice: Voice, key: Hashable,
-                       urgent: bool) -> None:
+                       urgent: bool, due: Callable[[], float] | None) -> None:
         loop = asyncio.get_running_loop()
         try:
             self._recent_keys[key] = loop.time()
-            job.grant = await self.scheduler.acquire(key, urgent=urgent)
+            job.grant = await self.scheduler.acquire(key, urgent=urgent, due=due)
             if self.trace is not None:
                 self.trace("granted", key, job.index)
             t0 = time.perf_counter()

@@ -10,8 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-import discord
-
+from bot.speech.opus import voice_encoder
 from bot.speech.source import StreamingSource
 
 log = logging.getLogger(__name__)
@@ -21,7 +20,6 @@ ENCODE_AHEAD = 25  # frames (0.5 s) each track keeps encoded ahead of what it se
 ENCODE_BUDGET_S = 0.010  # encoding ahead stops for this tick once it took this long (sends come first)
 END_SILENCE = 5  # Opus silence frames after speech, as Discord clients send
 OPUS_SILENCE = b"\xf8\xff\xfe"
-SAMPLES_PER_FRAME = 960
 
 
 class Sink(Protocol):
@@ -121,8 +119,9 @@ class VoiceDriver:
     """One real-time thread for all guilds (Songbird's driver as the model): each tick sends every playing track's
     next frame, then encodes ahead what the tracks will send next. Sleeps while nothing plays."""
 
-    def __init__(self, encoder_options: dict | None = None) -> None:
+    def __init__(self, encoder_options: dict | None = None, *, complexity: int = 5) -> None:
         self.encoder_options = dict(encoder_options or {})
+        self.complexity = complexity
         self._tracks: list[Track] = []
         self._wake = threading.Condition()
         self._closed = False
@@ -133,9 +132,8 @@ class VoiceDriver:
 
     def play(self, source: StreamingSource, sink: Sink, *, hold_limit_s: float) -> Track:
         """Start sending `source` to `sink` at the next tick (from the event loop)."""
-        encoder = discord.opus.Encoder(**self.encoder_options)
-        track = Track(source, sink, lambda pcm: encoder.encode(pcm, SAMPLES_PER_FRAME), hold_limit_s,
-                      asyncio.get_running_loop())
+        encode = voice_encoder(self.encoder_options, self.complexity)
+        track = Track(source, sink, encode, hold_limit_s, asyncio.get_running_loop())
         with self._wake:
             if self._closed:
                 raise RuntimeError("the voice driver is closed")

@@ -55,7 +55,8 @@ class SpeechService:
         self.speakers: dict[int, GuildSpeaker] = {}
         self.pacer = Pacer()  # audio length estimates, shared by every guild's speaker
         s = settings.speech  # one sender for every guild's playback
-        self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec})
+        self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
+                                  complexity=s.opus_complexity)
         self.files = AudioFiles(engine)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self._alone_checks: dict[int, asyncio.TimerHandle] = {}

@@ -124,3 +124,27 @@ async def test_urgent_waiters_are_served_before_the_others_and_fairly_among_them
     holder.release()
     await asyncio.gather(*tasks)
     assert order == ["say-a", "say-b", "say-a", "readout-a", "readout-b"]
+
+
+async def test_a_segment_with_audio_in_hand_lets_a_first_segment_go_first_and_one_running_dry_goes_before_it() -> None:
+    import time
+
+    sched = Scheduler(max_concurrency=1, per_key_limit=1)
+    held = await sched.acquire("busy")  # the only slot is taken while the others queue up
+    order: list[str] = []
+
+    async def wait(key: str, due=None) -> None:
+        grant = await sched.acquire(key, due=due)
+        order.append(key)
+        grant.release()
+
+    now = time.monotonic()
+    tasks = [asyncio.create_task(wait("in-hand", lambda: now + 5.0))]  # 5 s of audio still to play
+    await asyncio.sleep(0.01)
+    tasks.append(asyncio.create_task(wait("first")))  # a new utterance's first segment, arrived later
+    await asyncio.sleep(0.01)
+    tasks.append(asyncio.create_task(wait("running-dry", lambda: now - 0.5)))  # runs out before it is made
+    await asyncio.sleep(0.01)
+    held.release()
+    await asyncio.gather(*tasks)
+    assert order == ["running-dry", "first", "in-hand"]
