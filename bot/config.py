@@ -56,7 +56,7 @@ class SpeechSettings:
     links: str = "a link"  # "a link" | domain
     opus_bitrate: int = 64  # kbps; speech needs no more
     opus_fec: bool = False  # in-band forward error correction: ~3.5x the encoder's CPU per stream
-    opus_complexity: int = 5  # 0-10: the encoder's effort; 5 is ~0.6x the CPU of 10 at the same quality for speech
+    opus_complexity: int = 5  # 0-10: the encoder's effort; 5 is ~0.65x the CPU of 10, nearly the same quality for speech
     max_delay_s: int = 300  # the most a guild may set max_delay to (seconds a readout message may wait)
     say_notice_s: float = 5.0  # /say tells the expected wait when it is longer than this
     catch_up_speed: float = 1.3  # the most speech is sped up while a guild's channel is behind (1: never)

@@ -25,6 +25,8 @@ OPUS_SILENCE = b"\xf8\xff\xfe"
 class Sink(Protocol):
     """Where a track's frames go: a guild's voice connection (bot/speech/connection.py)."""
 
+    timeout: float  # how long a (re)connect may take
+
     def ready_to_send(self) -> bool: ...
 
     def is_connected(self) -> bool: ...
@@ -75,8 +77,9 @@ class Track:
         if not self.sink.ready_to_send():  # reconnecting, or listeners expect E2EE that is not ready yet
             if self._hold_from is None:
                 self._hold_from = now
-            elif now - self._hold_from >= self.hold_limit_s:
-                return End.E2EE_TIMEOUT if self.sink.is_connected() else End.DROPPED
+            connected = self.sink.is_connected()  # else discord.py is reconnecting: give it its connect timeout too
+            if now - self._hold_from >= self.hold_limit_s + (0.0 if connected else self.sink.timeout):
+                return End.E2EE_TIMEOUT if connected else End.DROPPED
             return None
         if self._hold_from is not None:
             self.held_s += now - self._hold_from

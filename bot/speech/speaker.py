@@ -496,6 +496,9 @@ class GuildSpeaker:
 
     async def _ended(self, utt: Utterance, src: StreamingSource, track: Track, end: End) -> Outcome | None:
         """The outcome of a track that stopped; None when it gave way (the rest is still to play)."""
+        if end is not End.FINISHED:
+            log.info("guild %s: playback of request %s ended: %s after %d of %d frames (held %.1f s)", self.guild_id,
+                     utt.request.request_id, end.value, src.frames_read, src.frames_written, track.held_s)
         if end is End.FAILED:  # an Opus or encryption failure in the driver
             src.close()
             err = track.error
