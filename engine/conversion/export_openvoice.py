@@ -59,6 +59,7 @@ def export(model: nn.Module, data: dict, out: Path, *, gin_channels: int, tau: f
     spec = torch.rand(1, bins, 64)
     se = torch.rand(1, gin_channels, 1)
     frames = {"spec": {2: "frames"}}
+    out.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and GRU batch notes
         torch.onnx.export(SpeakerEncoder(model), (spec,), str(encoder_path), dynamo=False, opset_version=OPSET,
