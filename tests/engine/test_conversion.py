@@ -15,12 +15,13 @@ pytest.importorskip("onnx")  # torch's ONNX exporter needs it
 
 from torch import nn  # noqa: E402
 
+from engine.__main__ import main  # noqa: E402
 from engine.base import FRAME_BYTES, BackendUnavailable, CancelToken, EngineError, Voice  # noqa: E402
 from engine.conversion.backend import ConvertedBackend  # noqa: E402
 from engine.conversion.export_openvoice import export  # noqa: E402
 from engine.conversion.model import Converter, ConverterConfig, linear_spectrogram  # noqa: E402
 from engine.factory import build_engine  # noqa: E402
-from engine.registration import register_clip, synthesize_default  # noqa: E402
+from engine.registration import Registration, register_clip  # noqa: E402
 from engine.settings import ConversionSettings, EngineSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
 from tests.engine import clips  # noqa: E402
@@ -258,3 +259,17 @@ def test_bad_model_is_a_clear_startup_error(tmp_path, model_path) -> None:
         build(str(swapped))
     with pytest.raises(BackendUnavailable, match="the remote backend's voices are its server's"):
         build(model_path, backend="remote")
+
+
+def test_cli_registers_and_speaks_through_the_converter(tmp_path, model_path, capsys) -> None:
+    clip, profile = tmp_path / "clip.wav", tmp_path / "voice.json"
+    clip.write_bytes(clips.wav(clips.speechlike(4.0, 16_000, f0=210.0)))
+    assert main(["register", str(clip), "--out", str(profile), "--converter", model_path]) == 0
+    assert [name for name, _ in Registration.from_json(profile.read_text()).features] == ["piper+converter"]
+    say = ["say", "Hello there.", "--profile", str(profile), "--out", str(tmp_path / "x.wav")]
+    assert main([*say, "--converter", model_path]) == 0
+    assert main(say) == 2  # without the converter the engine has no features for that voice
+    capsys.readouterr()
+    missing = tmp_path / "missing.onnx"
+    assert main(["say", "Hello.", "--out", str(tmp_path / "y.wav"), "--converter", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: engine.conversion.model: no voice converter at {missing}.\n"
