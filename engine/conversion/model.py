@@ -86,6 +86,9 @@ class Converter:
             raise BackendUnavailable(f"engine.conversion.model: no voice converter at {self.path}.")
         self.config = ConverterConfig.read(Path(f"{self.path}.json"))
         encoder_path = self.path.parent / self.config.speaker_encoder
+        if not encoder_path.is_file():
+            raise BackendUnavailable(f"The voice converter's speaker encoder {encoder_path} (its .onnx.json names it) "
+                                     "is missing.")
         try:
             self._model = self.path.read_bytes()
             encoder = encoder_path.read_bytes()

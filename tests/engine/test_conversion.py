@@ -249,6 +249,9 @@ def test_bad_model_is_a_clear_startup_error(tmp_path, model_path) -> None:
     junk.write_bytes(b"not a model")
     with pytest.raises(BackendUnavailable, match="config .* is missing or invalid"):
         build(str(junk))
+    (tmp_path / "junk.onnx.json").write_text('{"speaker_encoder": "junk.speaker.onnx"}')
+    with pytest.raises(BackendUnavailable, match="speaker encoder .*junk.speaker.onnx .* is missing"):
+        build(str(junk))
     (tmp_path / "junk.onnx.json").write_text('{"speaker_encoder": "junk.onnx"}')
     with pytest.raises(BackendUnavailable, match="does not load"):
         build(str(junk))
