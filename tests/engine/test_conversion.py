@@ -104,10 +104,15 @@ class TinyOpenVoice(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory) -> str:
+def tiny() -> TinyOpenVoice:
     torch.manual_seed(0)
+    return TinyOpenVoice()
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory, tiny: TinyOpenVoice) -> str:
     out = tmp_path_factory.mktemp("converter") / "tiny.onnx"
-    written = export(TinyOpenVoice(), DATA, out, gin_channels=GIN)
+    written = export(tiny, DATA, out, gin_channels=GIN)
     assert [p.name for p in written] == ["tiny.onnx", "tiny.speaker.onnx", "tiny.onnx.json"]
     return str(out)
 
@@ -143,18 +148,23 @@ def test_spectrogram_is_openvoices_stft() -> None:
     assert linear_spectrogram(x[:200], config).shape == (1, BINS, 0)  # too short: no frame
 
 
-def test_exported_graphs_shapes(converter: Converter) -> None:
+def test_exported_graphs_shapes_and_values(converter: Converter, tiny: TinyOpenVoice) -> None:
     x = clips.speechlike(1.0, 16_000)
     se = converter.embed(x, 16_000)
     assert se.shape == (GIN,) and se.dtype == np.float32 and np.all(np.isfinite(se))
     other = converter.embed(clips.speechlike(1.0, 16_000, f0=220.0, seed=1), 16_000)
     assert not np.allclose(se, other)
+    spec = converter.spectrogram(x, 16_000)
+    feeds = {"spec": spec, "spec_lengths": np.array([spec.shape[-1]]), "src_se": se.reshape(1, -1, 1),
+             "tgt_se": other.reshape(1, -1, 1), "tau": np.array([0.0], np.float32)}
     with converter._sessions.lease() as session:
-        spec = converter.spectrogram(x, 16_000)
-        feeds = {"spec": spec, "spec_lengths": np.array([spec.shape[-1]]), "src_se": se.reshape(1, -1, 1),
-                 "tgt_se": other.reshape(1, -1, 1), "tau": np.array([0.3], np.float32)}
         audio = session.run(None, feeds)[0]
     assert audio.shape == (1, 1, spec.shape[-1] * HOP)
+    with torch.no_grad():  # the graphs compute what the model does (tau 0: no sampling)
+        want_se = tiny.ref_enc(torch.from_numpy(spec).transpose(1, 2)).numpy().reshape(-1)
+        args = [torch.from_numpy(np.asarray(feeds[k])) for k in ("spec", "spec_lengths", "src_se", "tgt_se", "tau")]
+        want_audio = tiny.voice_conversion(*args)[0].numpy()
+    assert np.allclose(se, want_se, atol=1e-5) and np.allclose(audio, want_audio, atol=1e-5)
     out = converter.convert(x, 16_000, se, other)  # back at the caller's rate
     assert abs(len(out) - len(x)) < 0.02 * 16_000 and np.max(np.abs(out)) <= 1.0
     cancelled = CancelToken()
