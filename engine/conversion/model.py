@@ -89,11 +89,16 @@ class Converter:
         if not encoder_path.is_file():
             raise BackendUnavailable(f"The voice converter's speaker encoder {encoder_path} (its .onnx.json names it) "
                                      "is missing.")
+        digest = hashlib.sha256()
         try:
-            self._model = self.path.read_bytes()
-            encoder = encoder_path.read_bytes()
-            self._encoder = new_session(encoder, intra_op_threads)
-            self._sessions: SessionPool[object] = SessionPool(lambda: new_session(self._model, intra_op_threads), workers)
+            for part in (self.path, encoder_path):
+                with part.open("rb") as f:
+                    digest.update(hashlib.file_digest(f, "sha256").digest())
+            # sessions read the files themselves: the converter's weights (~130 MB for OpenVoice v2) are not
+            # also kept in this process's memory
+            self._encoder = new_session(str(encoder_path), intra_op_threads)
+            self._sessions: SessionPool[object] = SessionPool(lambda: new_session(str(self.path), intra_op_threads),
+                                                              workers)
             with self._sessions.lease() as session:
                 _check_inputs(session, CONVERTER_INPUTS, self.path)
         except BackendUnavailable:
@@ -102,7 +107,7 @@ class Converter:
             raise BackendUnavailable(f"The voice converter {self.path} does not load: {exc}") from exc
         _check_inputs(self._encoder, ENCODER_INPUTS, encoder_path)
         self._encoder_lock = threading.Lock()
-        self.sha256 = hashlib.sha256(self._model + encoder).hexdigest()
+        self.sha256 = digest.hexdigest()
 
     @property
     def version(self) -> str:
