@@ -12,6 +12,12 @@ _PEAK_CEILING = 0.98
 _SILENCE_RMS = 1e-3  # below this a chunk is treated as silence and keeps the previous gain
 
 
+def resample(x: np.ndarray, src_rate: int, rate: int) -> np.ndarray:
+    """A whole piece of float32 mono audio at another rate (itself when the rates are equal)."""
+    x = np.asarray(x, dtype=np.float32).reshape(-1)
+    return x if src_rate == rate or not len(x) else soxr.resample(x, src_rate, rate, quality="HQ").astype(np.float32)
+
+
 class LoudnessNormalizer:
     """RMS normalization to a target level, with the gain ramped between chunks (no steps, no clicks).
 

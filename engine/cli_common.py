@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.base import EngineError
 from engine.clip import ClipRejected
-from engine.settings import EngineSettings, PiperSettings
+from engine.settings import ConversionSettings, EngineSettings, PiperSettings
 
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,12 +21,15 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-scale", type=float, default=PiperSettings.noise_scale,
                    help="Piper's variation of the voice; 0 with --noise-w 0: the same rendering every time")
     p.add_argument("--noise-w", type=float, default=PiperSettings.noise_w, help="Piper's variation of phoneme lengths")
+    p.add_argument("--converter", default="", metavar="ONNX",
+                   help="a voice converter's .onnx (docs/conversion.md): registered voices converted, not matched")
 
 
 def engine_settings(args: argparse.Namespace, **overrides: object) -> EngineSettings:
     piper = PiperSettings(model=args.model, voices_dir=args.voices_dir, noise_scale=args.noise_scale,
                           noise_w=args.noise_w)
-    settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=piper)
+    settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=piper,
+                              conversion=ConversionSettings(model=args.converter))
     return replace(settings, **overrides)  # type: ignore[arg-type]
 
 

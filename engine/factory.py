@@ -6,6 +6,7 @@ import importlib
 
 from engine.base import AsyncBackend, Backend, BackendUnavailable
 from engine.catalog import VoiceCatalog
+from engine.conversion import with_conversion
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
 
@@ -38,7 +39,8 @@ def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
 
 
 def build_engine(settings: EngineSettings | None = None) -> StreamingEngine:
-    """The configured backend with the extra Piper voices and eSpeak NG (engine/catalog.py) in one engine."""
+    """The configured backend (its registered voices converted when engine.conversion.model is set) with the
+    extra Piper voices and eSpeak NG (engine/catalog.py) in one engine."""
     settings = settings or EngineSettings()
-    backend = build_backend(settings)
+    backend = with_conversion(build_backend(settings), settings)
     return StreamingEngine(backend, settings, catalog=VoiceCatalog.build(backend, settings))

@@ -17,7 +17,7 @@ import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
 from engine.languages import piper_languages
-from engine.sessions import SessionPool
+from engine.sessions import SessionPool, new_session, run_cancellable
 from engine.settings import PiperSettings
 
 log = logging.getLogger(__name__)
@@ -151,21 +151,7 @@ class PiperBackend:
     # -- sessions -------------------------------------------------------------------------------
 
     def _new_session(self) -> object:
-        import onnxruntime
-
-        opts = onnxruntime.SessionOptions()
-        opts.intra_op_num_threads = self.intra_op_threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        opts.log_severity_level = 3
-        # Without memory patterns each tensor is allocated from the arena on its own, instead of one block per
-        # input shape: the arena then settles at one size (~530 MB a session under sentences of up to 240
-        # characters) instead of growing by whatever block a new audio length needs (605 to 765 MB in
-        # four runs of the same traffic), at no measured cost in speed.
-        opts.enable_mem_pattern = False
-        return onnxruntime.InferenceSession(
-            self.model.model_bytes, sess_options=opts, providers=["CPUExecutionProvider"]
-        )
+        return new_session(self.model.model_bytes, self.intra_op_threads)
 
     def _new_voice(self) -> object:
         """A PiperVoice over a new session and the shared config."""
@@ -207,8 +193,6 @@ class PiperBackend:
             raise EngineError(f"Speed must be between {MIN_SPEED} and {MAX_SPEED}.")
 
     def _run(self, pv: object, phoneme_ids: list[int], voice: Voice, cancel: CancelToken | None) -> np.ndarray:
-        import onnxruntime
-
         cfg = self.model.config
         scales = np.array(
             [self.settings.noise_scale, cfg.length_scale / voice.speed, self.settings.noise_w], dtype=np.float32
@@ -221,22 +205,7 @@ class PiperBackend:
         sid = self.speaker_for(voice)
         if sid is not None:
             args["sid"] = np.array([sid], dtype=np.int64)
-        run_options = onnxruntime.RunOptions()
-        remove = lambda: None  # noqa: E731
-        if cancel is not None:
-
-            def _terminate() -> None:
-                run_options.terminate = True
-
-            remove = cancel.on_cancel(_terminate)
-        try:
-            audio = pv.session.run(None, args, run_options)[0]
-        except Exception as exc:
-            if cancel is not None and cancel.cancelled:
-                raise EngineError("Synthesis was cancelled.") from exc
-            raise
-        finally:
-            remove()
+        audio = run_cancellable(pv.session, args, cancel)[0]
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
         if peak > 1.0:

@@ -6,7 +6,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from engine.base import CancelToken
 
 T = TypeVar("T")
 
@@ -76,3 +79,45 @@ class SessionPool(Generic[T]):
             self._alive -= len(self._free)
             self._free.clear()
             self._cond.notify_all()
+
+
+def run_cancellable(session: Any, feeds: dict[str, Any], cancel: CancelToken | None) -> list[Any]:
+    """`session.run(None, feeds)` of an onnxruntime session that `cancel` stops mid-run (RunOptions.terminate);
+    a cancelled run raises EngineError."""
+    import onnxruntime
+
+    from engine.base import EngineError
+
+    run_options = onnxruntime.RunOptions()
+    remove = lambda: None  # noqa: E731
+    if cancel is not None:
+
+        def _terminate() -> None:
+            run_options.terminate = True
+
+        remove = cancel.on_cancel(_terminate)
+    try:
+        return session.run(None, feeds, run_options)
+    except Exception as exc:
+        if cancel is not None and cancel.cancelled:
+            raise EngineError("Synthesis was cancelled.") from exc
+        raise
+    finally:
+        remove()
+
+
+def new_session(model: bytes | str, intra_op_threads: int) -> Any:
+    """An onnxruntime CPU session of `model` (bytes or a path) running `intra_op_threads` threads, sequential."""
+    import onnxruntime
+
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = intra_op_threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    # Without memory patterns each tensor is allocated from the arena on its own, instead of one block per
+    # input shape: the arena then settles at one size (~530 MB a Piper session under sentences of up to 240
+    # characters) instead of growing by whatever block a new audio length needs (605 to 765 MB in
+    # four runs of the same traffic), at no measured cost in speed.
+    opts.enable_mem_pattern = False
+    return onnxruntime.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])

@@ -37,6 +37,11 @@ class CosyVoiceSettings:
 
 
 @dataclass(frozen=True)
+class ConversionSettings:
+    model: str = ""  # an operator's voice-conversion .onnx (docs/conversion.md); empty: off
+
+
+@dataclass(frozen=True)
 class RemoteSettings:
     url: str = "http://127.0.0.1:8600"  # base URL of an OpenAI-compatible speech server
     model: str = "default"
@@ -80,5 +85,6 @@ class EngineSettings:
     piper: PiperSettings = field(default_factory=PiperSettings)
     espeak: EspeakSettings = field(default_factory=EspeakSettings)
     cosyvoice: CosyVoiceSettings = field(default_factory=CosyVoiceSettings)
+    conversion: ConversionSettings = field(default_factory=ConversionSettings)
     remote: RemoteSettings = field(default_factory=RemoteSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
