@@ -8,12 +8,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import onnx  # noqa: F401 - torch's ONNX exporter needs it (the test extra installs it)
 import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("onnx")  # torch's ONNX exporter needs it
-
-from torch import nn  # noqa: E402
+import torch
+from torch import nn
 
 from engine.__main__ import main  # noqa: E402
 from engine.base import FRAME_BYTES, BackendUnavailable, CancelToken, EngineError, Voice  # noqa: E402
