@@ -1,9 +1,8 @@
-"""GuildSpeaker: one guild's bounded queue; one utterance plays while the next is synthesized ahead."""
+"""GuildSpeaker: plays one guild's SpeechQueue through the voice driver; the next utterance is synthesized ahead."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import enum
 import logging
 import math
@@ -18,14 +17,13 @@ from bot.speech.connection import VoiceConnection
 from bot.speech.driver import End, Track, VoiceDriver
 from bot.speech.e2ee import wait_e2ee
 from bot.speech.pacing import FRAME_S, Pacer, Progress, catch_up_speed
+from bot.speech.queue_policy import SpeechQueue
 from bot.speech.source import StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
 
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
 PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
-# a /say longer than this (about 10 s of speech) gives another member's /say a turn at its next sentence
-TURN_CHARS = 150
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
 
@@ -137,10 +135,8 @@ class GuildSpeaker:
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
         # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
         self._urgent_slots = asyncio.Semaphore(max(1, per_guild))
-        self._queue: collections.deque[Utterance] = collections.deque()
+        self._queue = SpeechQueue()
         self._wakeup = asyncio.Event()
-        self.current: Utterance | None = None
-        self._turns: list[Utterance] = []  # members' /say taking their turn in the long /say playing now
         self._track: Track | None = None  # what the driver plays now
         self._task: asyncio.Task | None = None
         self._closed = False
@@ -153,45 +149,22 @@ class GuildSpeaker:
         if len(self._queue) >= bound:
             raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
         utt = Utterance(request, done=asyncio.get_running_loop().create_future())
-        self._queue.insert(self._place_of(request), utt)
-        if self._takes_turn(request):
-            self._turns.append(utt)
-        if self._gives_way_to(request):
+        gives_way = self._queue.gives_way_to(request)
+        self._queue.add(utt)
+        if gives_way:
             self.current.source.give_way()  # pauses at its next sentence for this asked-for speech
         self._ensure_running()
         self._start_ahead()
         self._wakeup.set()
         return utt
 
+    @property
+    def current(self) -> Utterance | None:
+        """What plays now."""
+        return self._queue.current
+
     def pending(self) -> list[Utterance]:
         return list(self._queue)
-
-    def _place_of(self, request: Request) -> int:
-        """Asked-for speech (/say, previews) goes ahead of queued channel readout, behind other asked-for speech;
-        a member's /say taking its turn in a long /say goes first (behind others taking theirs)."""
-        if self._takes_turn(request):
-            return self._after_turns()
-        return self._front_of_readout() if request.urgent else len(self._queue)
-
-    def _after_turns(self) -> int:
-        """Just behind the queued /say of members taking their turn in the one playing now (0 when none)."""
-        return max((i + 1 for i, u in enumerate(self._queue) if u in self._turns), default=0)
-
-    def _front_of_readout(self) -> int:
-        return next((i for i, u in enumerate(self._queue) if not u.request.urgent), len(self._queue))
-
-    def _gives_way_to(self, request: Request) -> bool:
-        """Whether what is playing now pauses at its next segment boundary for `request`: channel readout for any
-        asked-for speech, a long /say for another member's /say."""
-        cur = self.current
-        ready = request.urgent and cur is not None and cur.source is not None
-        return ready and (not cur.request.urgent or self._takes_turn(request))
-
-    def _takes_turn(self, request: Request) -> bool:
-        """Members take turns: another member's /say plays at the next sentence of a long /say, then its rest."""
-        cur = self.current
-        return (cur is not None and cur.request.kind == request.kind == "say"
-                and cur.request.author_id != request.author_id and len(cur.request.text) > TURN_CHARS)
 
     def progress(self, utt: Utterance) -> Progress:
         src = utt.source
@@ -209,10 +182,10 @@ class GuildSpeaker:
 
     def expected_wait(self, request: Request) -> float:
         """Seconds until `request`, queued now, would start playing."""
-        utts = ([self.current] if self.current is not None else []) + list(self._queue)[: self._place_of(request)]
+        utts = self._queue.ahead_of(request)
         ahead = [self.progress(u) for u in utts]
         to_boundary = None
-        if self._gives_way_to(request):  # what plays now gives way (not heard yet: at once)
+        if self._queue.gives_way_to(request):  # what plays now gives way (not heard yet: at once)
             src = self.current.source
             to_boundary = src.seconds_to_boundary() if src.frames_read else 0.0
         if to_boundary is not None:  # what plays now gives way there: only that much of it is ahead
@@ -224,12 +197,7 @@ class GuildSpeaker:
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""
-        if utt is self.current:
-            return 0
-        try:
-            return self._queue.index(utt) + 1
-        except ValueError:
-            return -1
+        return self._queue.position(utt)
 
     def skip(self) -> bool:
         """Stop the current utterance at once and cancel its synthesis."""
@@ -247,7 +215,7 @@ class GuildSpeaker:
         """Clear the queue and skip the current utterance; returns how many were removed."""
         removed = 0
         while self._queue:
-            self._drop(self._queue.popleft())
+            self._drop(self._queue.pop())
             removed += 1
         self.skip()
         return removed
@@ -304,7 +272,7 @@ class GuildSpeaker:
         can no longer start by its start_by leaves the queue first (nothing is synthesized for it)."""
         self._drop_stale()
         ahead = [self.current] if self.current is not None else []
-        ahead += list(self._queue)[: self.lookahead]
+        ahead += self._queue.first(self.lookahead)
         for utt in ahead:
             if utt.source is None:
                 self._start_synthesis(utt)
@@ -368,7 +336,7 @@ class GuildSpeaker:
                 log.info("guild %s: idle for %.0f s, leaving voice", self.guild_id, self.idle_leave_s)
                 await self.connection.leave()
         while self._queue:
-            utt = self._queue.popleft()
+            utt = self._queue.pop()
             start_by = utt.request.start_by
             if start_by is None or time.monotonic() <= start_by or (utt.source and utt.source.frames_read):
                 return utt  # (one that gave way mid-way is never stale: the channel heard its start)
@@ -383,7 +351,7 @@ class GuildSpeaker:
             utt = await self._next()
             if utt is None:
                 continue
-            self.current = utt
+            self._queue.current = utt
             try:
                 self._start_ahead()
                 outcome = await self._play(utt)
@@ -394,10 +362,9 @@ class GuildSpeaker:
                 log.exception("guild %s: playback of request %s failed", self.guild_id, utt.request.request_id)
                 outcome = await self._fail(utt, "Something went wrong while playing that. Please try again.")
             finally:
-                self.current = None
-            turns, self._turns = self._after_turns(), []
-            if outcome is None:  # gave way: a /say's rest right after the turns it gave, a readout's after /say
-                self._queue.insert(turns if utt.request.urgent else self._front_of_readout(), utt)
+                self._queue.current = None
+            self._queue.played(utt, gave_way=outcome is None)
+            if outcome is None:  # gave way: its rest is queued again
                 continue
             _finish(utt, outcome)
             self._report(utt, outcome)
