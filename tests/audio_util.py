@@ -63,7 +63,11 @@ def envelope_correlation(a: np.ndarray, b: np.ndarray) -> float:
 def stretched_envelope_correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Correlation of the two envelopes after stretching b's to a's length: robust to a different tempo
     (Piper samples its durations, so two renderings of one text differ by a few percent)."""
-    ea, eb = envelope(a), envelope(b)
+    return stretched_correlation(envelope(a), envelope(b))
+
+
+def stretched_correlation(ea: np.ndarray, eb: np.ndarray) -> float:
+    """stretched_envelope_correlation of two envelopes already taken (for comparing one with many)."""
     if len(ea) < 10 or len(eb) < 10:
         return 0.0
     eb = np.interp(np.linspace(0, len(eb) - 1, len(ea)), np.arange(len(eb)), eb)
