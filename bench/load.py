@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:
 from bench._harness import bench_settings, bot_subprocess, cpu_seconds, pct, peak_rss_mb  # noqa: E402
 from sandbox import Sandbox, restore_discord  # noqa: E402
 from sandbox.capture import FRAME_S  # noqa: E402
-from tests.audio_util import envelope, mono, stretched_correlation  # noqa: E402
+from tests.audio_util import mono, speech_frames, stretched_frames_correlation  # noqa: E402
 
 SPEECH_SHARE = 0.65  # readout + /say among all actions
 WEIGHTS = {"readout": 45, "say": 20, "skip": 5, "stop": 1, "queue": 8, "voice list": 8, "voice settings": 5,
@@ -147,7 +147,7 @@ def expected_texts() -> dict[tuple[str, str], str | None]:
 async def measure_capacity(data_dir: Path) -> tuple[float, float, dict[tuple[str, str], float | None], dict]:
     """(audio seconds per wall second with CAPACITY_STREAMS concurrent streams of this load's phrases, the same
     per second a synthesis slot was busy, the audio seconds the bot should say for each (kind, phrase or hostile
-    kind): None when it refuses, 0 for nothing to say, and the 10 ms envelope of each of those renderings that is
+    kind): None when it refuses, 0 for nothing to say, and the speech_frames of each of those renderings that is
     the same in every guild: not the mentions, whose names differ), on an engine built from the bot's own
     settings, as the bot builds it."""
     from engine.base import Voice
@@ -164,7 +164,7 @@ async def measure_capacity(data_dir: Path) -> tuple[float, float, dict[tuple[str
                 rendered[text] = await engine.synthesize_all(text, Voice())
             lengths[key] = None if text is None else len(rendered[text]) / (48_000 * 4)
             if text and key[1] != "mentions":
-                refs[key] = envelope(mono(rendered[text]))
+                refs[key] = speech_frames(mono(rendered[text]))
         made, before = 0.0, engine.stats()
         stop_at = time.monotonic() + CAPACITY_S
 
@@ -477,12 +477,12 @@ def frames_missing(it: Item) -> int:
 
 
 def sounds_right(heard: np.ndarray, own: np.ndarray, others: list[np.ndarray]) -> bool:
-    """Whether heard audio (a 10 ms envelope) is its own text: it correlates with a rendering of that text (stretched
+    """Whether heard audio (its speech_frames) is its own text: it correlates with a rendering of that text (stretched
     to the same length: speed changes, Piper's sampling noise) by CONTENT_MARGIN more than with any other of this
     load's texts about as long."""
-    mine = stretched_correlation(heard, own)
+    mine = stretched_frames_correlation(heard, own)
     near = [o for o in others if 1 / LENGTH_TOLERANCE ** 2 <= len(o) / max(1, len(heard)) <= LENGTH_TOLERANCE ** 2]
-    return mine >= max((stretched_correlation(heard, o) for o in near), default=-1.0) + CONTENT_MARGIN
+    return mine >= max((stretched_frames_correlation(heard, o) for o in near), default=-1.0) + CONTENT_MARGIN
 
 
 def content_fails(capture, items: list[Item], refs: dict[tuple[str, str], np.ndarray]) -> int:
@@ -495,7 +495,7 @@ def content_fails(capture, items: list[Item], refs: dict[tuple[str, str], np.nda
             continue
         pcm = b"".join(pcm for s in it.record["spurts"] for _, pcm in capture.decoded(s.packets))
         others = [env for (kind, key), env in refs.items() if kind == it.kind and key != it.key]
-        fails += not sounds_right(envelope(mono(pcm)), own, others)
+        fails += not sounds_right(speech_frames(mono(pcm)), own, others)
     return fails
 
 
@@ -582,7 +582,7 @@ def tally(items: list[Item], records: list[dict], spurt_list: list[Spurt], bot_m
 def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
             refs: dict[tuple[str, str], np.ndarray] | None = None) -> dict:
     """Heard, told, skipped and lost per guild (tally), summed; the heard items' audio checked against renderings
-    of their texts (`refs`: 10 ms envelopes by (kind, phrase or hostile kind)), TTFA and delays."""
+    of their texts (`refs`: speech_frames by (kind, phrase or hostile kind)), TTFA and delays."""
     totals = collections.Counter()
     say_ttfa: list[float] = []
     readout_delay: list[float] = []

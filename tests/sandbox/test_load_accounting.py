@@ -5,7 +5,6 @@ unanswered /say counted as failures, and heard audio checked against its text.""
 from __future__ import annotations
 
 import io
-import random
 from contextlib import redirect_stdout
 from types import SimpleNamespace
 
@@ -210,17 +209,18 @@ def test_the_quick_plan_has_the_under_plans_goals() -> None:
 
 
 def speechlike(seed: int, n: int = 150) -> np.ndarray:
-    """A 10 ms dB envelope of syllables and pauses, like a short phrase."""
-    rng = random.Random(seed)
-    env = []
-    while len(env) < n:
-        env += [rng.uniform(-30, -12)] * rng.randint(8, 25) + [-90.0] * rng.randint(2, 12)
-    return np.array(env[:n])
+    """speech_frames of a short phrase: 24 bands a 10 ms frame, sounds that hold for 50 to 200 ms."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    while len(frames) < n:
+        frames += [rng.normal(0, 6, 24)] * int(rng.integers(5, 20))
+    return np.array(frames[:n])
 
 
 def test_heard_audio_must_sound_like_its_own_text() -> None:
     own, others = speechlike(1), [speechlike(s) for s in range(2, 12)]
-    faster = np.interp(np.linspace(0, len(own) - 1, 125), np.arange(len(own)), own)  # spoken 1.2x faster
-    noisy = faster + np.random.default_rng(0).normal(0, 2.0, len(faster))
+    at = np.linspace(0, len(own) - 1, 125)  # spoken 1.2x faster, and noisy
+    faster = np.stack([np.interp(at, np.arange(len(own)), own[:, k]) for k in range(24)], axis=1)
+    noisy = faster + np.random.default_rng(0).normal(0, 3.0, faster.shape)
     assert sounds_right(noisy, own, others)
     assert not sounds_right(others[3], own, others[:3] + others[4:] + [others[3]])
