@@ -476,27 +476,27 @@ def frames_missing(it: Item) -> int:
     return sum(max(0, frames - s.frames) for (_, frames), s in zip(it.record["spans"], it.record["spurts"]))
 
 
-def sounds_right(heard: np.ndarray, own: np.ndarray, others: list[np.ndarray]) -> bool:
-    """Whether heard audio (its speech_frames) is its own text: it correlates with a rendering of that text (stretched
-    to the same length: speed changes, Piper's sampling noise) by CONTENT_MARGIN more than with any other of this
-    load's texts about as long."""
+def content_margin(heard: np.ndarray, own: np.ndarray, others: list[np.ndarray]) -> float:
+    """How much more heard audio (its speech_frames) correlates with a rendering of its own text (stretched to the
+    same length: speed changes, Piper's sampling noise) than with any other of this load's texts about as long;
+    below CONTENT_MARGIN it does not sound like its text."""
     mine = stretched_frames_correlation(heard, own)
     near = [o for o in others if 1 / LENGTH_TOLERANCE ** 2 <= len(o) / max(1, len(heard)) <= LENGTH_TOLERANCE ** 2]
-    return mine >= max((stretched_frames_correlation(heard, o) for o in near), default=-1.0) + CONTENT_MARGIN
+    return mine - max((stretched_frames_correlation(heard, o) for o in near), default=-1.0)
 
 
-def content_fails(capture, items: list[Item], refs: dict[tuple[str, str], np.ndarray]) -> int:
-    """Heard items whose decoded audio does not sound like their own text (sounds_right), beside the bot's record;
-    items whose text is not rendered the same in every guild (mentions: the names differ) are not checked."""
-    fails = 0
+def content_margins(capture, items: list[Item], refs: dict[tuple[str, str], np.ndarray]) -> list[float]:
+    """The content_margin of each heard item's decoded audio, beside the bot's record; items whose text is not
+    rendered the same in every guild (mentions: the names differ) are not checked."""
+    margins = []
     for it in items:
         own = refs.get((it.kind, it.key))
         if it.heard_at is None or own is None:
             continue
         pcm = b"".join(pcm for s in it.record["spurts"] for _, pcm in capture.decoded(s.packets))
         others = [env for (kind, key), env in refs.items() if kind == it.kind and key != it.key]
-        fails += not sounds_right(speech_frames(mono(pcm)), own, others)
-    return fails
+        margins.append(content_margin(speech_frames(mono(pcm)), own, others))
+    return margins
 
 
 # -- accounting ----------------------------------------------------------------------------------------------
@@ -586,6 +586,7 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
     totals = collections.Counter()
     say_ttfa: list[float] = []
     readout_delay: list[float] = []
+    margins: list[float] = []  # content_margin of each heard item checked
     busy: dict[str, list[float]] = {"say": [], "readout": []}  # per heard item: its channel speaking others
     rest: dict[str, list[float]] = {"say": [], "readout": []}  # ... and the rest of its wait
     for room in rooms:
@@ -599,8 +600,7 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
                             [(kind, it) for g, kind, it in traffic.commands if g == gid]))
         heard_items = [it for it in items if it.heard_at is not None]
         if refs is not None:
-            totals["content_checked"] += sum(1 for it in heard_items if (it.kind, it.key) in refs)
-            totals["content_failed"] += content_fails(capture, heard_items, refs)
+            margins += content_margins(capture, heard_items, refs)
         say_ttfa += [it.heard_at - it.sent_at for it in heard_items if it.kind == "say"]
         readout_delay += [it.heard_at - it.sent_at for it in heard_items if it.kind == "readout"]
         for it in heard_items:
@@ -615,8 +615,10 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
                          "bot": [m.content[:60] for m in bot_msgs]})
     cmds = [it for _, _, it in traffic.commands]
     keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "counted_twice", "say_told", "say_unanswered",
-            "unidentified_spurts", "off_length", "frames_missing", "content_checked", "content_failed")
-    return {**{k: totals[k] for k in keys}, "say_ttfa": say_ttfa, "readout_delay": readout_delay,
+            "unidentified_spurts", "off_length", "frames_missing")
+    return {**{k: totals[k] for k in keys}, "content_checked": len(margins),
+            "content_failed": sum(1 for m in margins if m < CONTENT_MARGIN),
+            "content_margin_min": min(margins, default=math.nan), "say_ttfa": say_ttfa, "readout_delay": readout_delay,
             "busy": busy, "rest": rest,
             "commands": len(cmds), "commands_unanswered": sum(1 for it in cmds if first_text(it) is None)}
 
@@ -721,7 +723,8 @@ def report(r: dict) -> int:
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
           f"{r['unidentified_spurts']} spurts; heard at an unexpected length {r['off_length']}; frames the "
           f"sandbox missed in heard items {r['frames_missing']}; counted twice {r['counted_twice']}; not sounding "
-          f"like their text {r['content_failed']} of {r['content_checked']} checked")
+          f"like their text {r['content_failed']} of {r['content_checked']} checked (least margin "
+          f"{r['content_margin_min']:.2f}, {CONTENT_MARGIN} needed)")
     print(f"bot utterance outcomes: {r['outcomes']}")
     faster = r["faster"]
     print(f"made faster to catch up: {len(faster)} of {r['played']} played"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from bench import load
-from bench.load import Item, find_audio, sounds_right, spurts, tally, told
+from bench.load import CONTENT_MARGIN, Item, content_margin, find_audio, spurts, tally, told
 from sandbox.capture import Packet
 
 FRAME = 0.02
@@ -177,7 +177,7 @@ def result(**changes) -> dict:
          "capacity": 5.0, "mean_phrase_s": 1.2, "sent": {}, "hostile": {}, "engine_beside": {}, "cores": (1.0, 0.5),
          "offered": 0.7, "accepted": 30, "heard": 30, "told": 0, "skipped_by_user": 0, "lost": 0, "counted_twice": 0,
          "say_told": 0, "say_unanswered": 0, "unidentified_spurts": 0, "off_length": 0, "frames_missing": 0,
-         "content_checked": 30, "content_failed": 0, "outcomes": {}, "faster": [], "played": 30, "underruns": 0,
+         "content_checked": 30, "content_failed": 0, "content_margin_min": 0.3, "outcomes": {}, "faster": [], "played": 30, "underruns": 0,
          "commands": 5, "commands_unanswered": 0, "busy": {"say": [], "readout": []},
          "rest": {"say": [], "readout": []}, "say_ttfa": [0.5], "readout_delay": [0.5], "bot_peak_rss_mb": 300.0,
          "loop_lag_p99_ms": 5.0}
@@ -222,5 +222,5 @@ def test_heard_audio_must_sound_like_its_own_text() -> None:
     at = np.linspace(0, len(own) - 1, 125)  # spoken 1.2x faster, and noisy
     faster = np.stack([np.interp(at, np.arange(len(own)), own[:, k]) for k in range(24)], axis=1)
     noisy = faster + np.random.default_rng(0).normal(0, 3.0, faster.shape)
-    assert sounds_right(noisy, own, others)
-    assert not sounds_right(others[3], own, others[:3] + others[4:] + [others[3]])
+    assert content_margin(noisy, own, others) >= CONTENT_MARGIN
+    assert content_margin(others[3], own, others[:3] + others[4:] + [others[3]]) < CONTENT_MARGIN
