@@ -428,27 +428,38 @@ def whole(s: Spurt | None, frames: int) -> bool:
 def find_audio(spurt_list: list[Spurt], records: list[dict]) -> int:
     """Give each stretch the player played its talk spurt: one voice per channel, so the stretches in the order
     they started and the spurts in the order they were sent pair up one after the other. A spurt heard before
-    the stretch it would pair with began (SENT_SLACK_S) is audio of no item; a stretch whose next spurt comes more
-    than MAX_LAG_S after it began, or that spurt is whole for the stretch after it and not for this one, was not
-    heard; a spurt longer than its stretch holds the next one too (the burst between them lost) and is cut.
-    Sets record["spurts"] (None where a stretch has none); returns the spurts no stretch accounts for."""
+    the stretch it would pair with began (SENT_SLACK_S) is audio of no item. A stretch was not heard when its next
+    spurt comes more than MAX_LAG_S after it began, or starts where the stretch after it starts: by sequence
+    number, each stretch's frames and a burst after the spurt before it (before any spurt was found: the spurt
+    is whole for the stretch after it, not for this one, and came after that one began). A spurt longer than
+    its stretch holds the next one too (the burst between them lost) and is cut. Sets record["spurts"] (None
+    where a stretch has none); returns the spurts no stretch accounts for."""
     queue = collections.deque(spurt_list)
     spans = sorted(((start, frames, r) for r in records for start, frames in r["spans"]), key=lambda x: x[0])
     unclaimed = 0
+    expected: int | None = None  # the sequence number this stretch's first frame had, from the spurts before it
     for i, (start, frames, r) in enumerate(spans):
         while queue and queue[0].start < start - SENT_SLACK_S:
             queue.popleft()
             unclaimed += 1
         found = queue[0] if queue and queue[0].start <= start + MAX_LAG_S else None
-        if found is not None and i + 1 < len(spans) and not whole(found, frames) \
-                and whole(found, spans[i + 1][1]) and found.start >= spans[i + 1][0] - SENT_SLACK_S:
-            found = None  # this stretch's audio never came: the spurt is the next one's
+        if found is not None:
+            if expected is not None:
+                later = found.seqs[0] >= expected + frames + END_BURST
+            else:
+                later = i + 1 < len(spans) and not whole(found, frames) and whole(found, spans[i + 1][1]) \
+                    and found.start >= spans[i + 1][0] - SENT_SLACK_S
+            if later:
+                found = None  # this stretch's audio never came: the spurt is a later one's
         if found is not None:
             queue.popleft()
+            expected = found.seqs[0] + frames + END_BURST
             if found.frames > frames:
                 found, rest = cut(found, frames)
                 if rest is not None:
                     queue.appendleft(rest)
+        elif expected is not None:
+            expected += frames + END_BURST
         r.setdefault("spurts", []).append(found)
     return unclaimed + len(queue)
 
@@ -513,7 +524,7 @@ def posted_ms(snowflake: int) -> int:
 
 
 def told(items: list[Item], notices: list) -> int:
-    """How many of `items` (readout refused at the door, never queued) their authors were told about, each by a
+    """How many of `items` (readout refused at the door or failed) their authors were told about, each by a
     notice of its own: a bot message naming the author and a reason (TOLD_AUTHOR). A notice tells about the
     earliest item of its author not yet told that was sent before it; an item sent within the bot's TOLD_WINDOW_S
     after a notice to its author was told by that one (the bot tells a flooding user once in that window)."""

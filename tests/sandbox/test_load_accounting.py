@@ -91,6 +91,15 @@ def test_a_stretch_whose_audio_never_came_does_not_take_the_next_ones() -> None:
     assert recs[0]["spurts"] == [None] and recs[1]["spurts"][0].frames == 50
 
 
+def test_a_lost_stretch_is_told_from_the_next_by_sequence_number() -> None:
+    # the middle one all lost: the last has as many frames and came later, but its numbers are the last one's
+    cap = capture_of((T0, 40, 0.0), (T0 + 0.9, 30, 0.0), (T0 + 1.6, 30, 0.0), lag=0.8)
+    del cap.packets[45:80]
+    recs = records([(T0, 40)], [(T0 + 0.9, 30)], [(T0 + 1.6, 30)])
+    assert find_audio(spurts(cap), recs) == 0
+    assert recs[1]["spurts"] == [None] and [recs[0]["spurts"][0].frames, recs[2]["spurts"][0].frames] == [40, 30]
+
+
 # -- notices and the tally -----------------------------------------------------------------------------------
 
 
