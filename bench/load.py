@@ -62,7 +62,7 @@ LENGTH_TOLERANCE = 1.35  # a heard item's spurt is within this ratio of its text
 SENT_SLACK_S = 0.1  # a stretch's spurt arrives no earlier than this before its first frame left the player ...
 MAX_LAG_S = 5.0  # ... and no later than this after it (the sandbox's loop falls behind on a busy machine)
 CONTENT_MARGIN = 0.05  # heard audio correlates with its own text's rendering by this much more than with another's
-# (quick runs: heard items' least margin 0.16-0.34; another text's audio is far below 0; tests/audio_util.py)
+# (quick runs: heard items' least margin 0.16-0.34; another phrase's audio at most -0.16: tests/audio_util.py)
 FRAMES_SLACK = 2  # frames an utterance's spurt may lack and still count as heard ...
 FRAMES_LOST = 0.05  # ... or this share of them: UDP on loopback drops a few when the sandbox falls behind
 CAPACITY_S = 12.0  # how long the capacity is measured
