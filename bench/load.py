@@ -386,15 +386,16 @@ def spurts(capture) -> list[Spurt]:
 
 
 def cut(s: Spurt, frames: int) -> tuple[Spurt, Spurt | None]:
-    """A spurt that holds two stretches run together (every packet of the burst between them lost): the first
-    `frames` sequence numbers, and what comes after the burst (None if nothing)."""
-    k = bisect.bisect_left(s.seqs, s.seqs[0] + frames)
-    r = bisect.bisect_left(s.seqs, s.seqs[0] + frames + END_BURST)
-
+    """A spurt of a stretch of `frames` frames, and what of the next stretch ran into it (None if nothing): the
+    next one starts after END_BURST or more missing sequence numbers (the burst between them, all lost) that end
+    no earlier than the stretch's frames and a burst after its first. More packets without such a gap are the
+    stretch's own: the silence the player sent when its buffer ran dry (underruns, not in its frame count)."""
     def part(a: int, b: int) -> Spurt | None:
         ps = s.packets[a:b]
         return Spurt(ps[0].at, max(p.at for p in ps), len(ps), ps, s.seqs[a:b]) if ps else None
-    return part(0, k), part(r, len(s.packets))
+    k = next((k for k in range(1, len(s.seqs)) if s.seqs[k] - s.seqs[k - 1] > END_BURST
+              and s.seqs[k] >= s.seqs[0] + frames + END_BURST), None)
+    return (s, None) if k is None else (part(0, k), part(k, len(s.packets)))
 
 
 def length_fits(seconds: float, item: Item) -> bool:
@@ -422,8 +423,8 @@ def label(items: list[Item], records: list[dict]) -> None:
 
 
 def whole(s: Spurt | None, frames: int) -> bool:
-    """Whether spurt `s` holds a stretch of `frames` frames: all of them but what loopback may lose, no more."""
-    return s is not None and frames - max(FRAMES_SLACK, FRAMES_LOST * frames) <= s.frames <= frames
+    """Whether spurt `s` holds a stretch of `frames` frames: all of them but what loopback may lose."""
+    return s is not None and s.frames >= frames - max(FRAMES_SLACK, FRAMES_LOST * frames)
 
 
 def find_audio(spurt_list: list[Spurt], records: list[dict]) -> int:
@@ -431,10 +432,10 @@ def find_audio(spurt_list: list[Spurt], records: list[dict]) -> int:
     they started and the spurts in the order they were sent pair up one after the other. A spurt heard before
     the stretch it would pair with began (SENT_SLACK_S) is audio of no item. A stretch was not heard when its next
     spurt comes more than MAX_LAG_S after it began, or starts where the stretch after it starts: by sequence
-    number, each stretch's frames and a burst after the spurt before it (before any spurt was found: the spurt
-    is whole for the stretch after it, not for this one, and came after that one began). A spurt longer than
-    its stretch holds the next one too (the burst between them lost) and is cut. Sets record["spurts"] (None
-    where a stretch has none); returns the spurts no stretch accounts for."""
+    number, each stretch's frames (or more: underruns) and a burst after the spurt before it; before any spurt
+    was found, when the spurt came after the next stretch began and its frames are nearer that one's. A spurt
+    may hold the next stretch too (the burst between them lost): cut. Sets record["spurts"] (None where a
+    stretch has none); returns the spurts no stretch accounts for."""
     queue = collections.deque(spurt_list)
     spans = sorted(((start, frames, r) for r in records for start, frames in r["spans"]), key=lambda x: x[0])
     unclaimed = 0
@@ -448,17 +449,16 @@ def find_audio(spurt_list: list[Spurt], records: list[dict]) -> int:
             if expected is not None:
                 later = found.seqs[0] >= expected + frames + END_BURST
             else:
-                later = i + 1 < len(spans) and not whole(found, frames) and whole(found, spans[i + 1][1]) \
-                    and found.start >= spans[i + 1][0] - SENT_SLACK_S
+                later = i + 1 < len(spans) and whole(found, spans[i + 1][1]) and found.start >= spans[i + 1][0] \
+                    - SENT_SLACK_S and abs(found.frames - spans[i + 1][1]) < abs(found.frames - frames)
             if later:
                 found = None  # this stretch's audio never came: the spurt is a later one's
         if found is not None:
             queue.popleft()
-            expected = found.seqs[0] + frames + END_BURST
-            if found.frames > frames:
-                found, rest = cut(found, frames)
-                if rest is not None:
-                    queue.appendleft(rest)
+            found, rest = cut(found, frames)
+            if rest is not None:
+                queue.appendleft(rest)
+            expected = max(found.seqs[0] + frames, found.seqs[-1] + 1) + END_BURST
         elif expected is not None:
             expected += frames + END_BURST
         r.setdefault("spurts", []).append(found)

@@ -83,6 +83,13 @@ def test_two_stretches_run_together_are_cut_by_sequence_number() -> None:
     assert [r["spurts"][0].frames for r in recs] == [50, 80]
 
 
+def test_silence_the_player_sent_when_its_buffer_ran_dry_stays_with_its_stretch() -> None:
+    # 52 packets sent for a stretch of 40 frames (12 underruns), then the next one: nothing cut off, nothing left
+    recs = records([(T0, 40)], [(T0 + 1.2, 30)])
+    assert find_audio(spurts(capture_of((T0, 52, 0.0), (T0 + 1.2, 30, 0.0))), recs) == 0
+    assert [r["spurts"][0].frames for r in recs] == [52, 30]
+
+
 def test_a_stretch_whose_audio_never_came_does_not_take_the_next_ones() -> None:
     cap = capture_of((T0, 30, 0.0), (T0 + 0.7, 50, 0.0))
     del cap.packets[:35]  # the first stretch and its burst all lost
