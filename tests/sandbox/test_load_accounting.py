@@ -118,7 +118,7 @@ def readout(user: int, sent_s: float, **kw) -> Item:
     return Item("readout", "Hello everyone.", sent_s, user, 1.0, message_id=snowflake(sent_s), **kw)
 
 
-def notice(user: int, at_s: float, text: str = "you're sending messages faster than I can read them") -> SimpleNamespace:
+def notice(user: int, at_s: float, text: str = "sending messages faster than I can read them") -> SimpleNamespace:
     return SimpleNamespace(id=snowflake(at_s), content=f"<@{user}>, {text}")
 
 
@@ -193,8 +193,8 @@ def result(**changes) -> dict:
          "capacity": 5.0, "mean_phrase_s": 1.2, "sent": {}, "hostile": {}, "engine_beside": {}, "cores": (1.0, 0.5),
          "offered": 0.7, "accepted": 30, "heard": 30, "told": 0, "skipped_by_user": 0, "lost": 0, "counted_twice": 0,
          "say_told": 0, "say_unanswered": 0, "unidentified_spurts": 0, "off_length": 0, "frames_missing": 0,
-         "content_checked": 30, "content_failed": 0, "content_margin_min": 0.3, "outcomes": {}, "faster": [], "played": 30, "underruns": 0,
-         "commands": 5, "commands_unanswered": 0, "busy": {"say": [], "readout": []},
+         "content_checked": 30, "content_failed": 0, "content_margin_min": 0.3, "outcomes": {}, "faster": [],
+         "played": 30, "underruns": 0, "commands": 5, "commands_unanswered": 0, "busy": {"say": [], "readout": []},
          "rest": {"say": [], "readout": []}, "say_ttfa": [0.5], "readout_delay": [0.5], "bot_peak_rss_mb": 300.0,
          "loop_lag_p99_ms": 5.0}
     return r | changes
