@@ -222,6 +222,7 @@ class Item:
     accepted: bool = True
     record: dict | None = None  # the bot's record of its utterance, when it was queued
     heard_at: float | None = None  # when its audio started in the capture, when all of it was heard
+    margin: float | None = None  # how surely its heard audio is its own text (content_margin), when checked
 
 
 @dataclass
@@ -498,8 +499,8 @@ def content_margin(heard: np.ndarray, own: np.ndarray, others: list[np.ndarray])
 
 
 def content_margins(capture, items: list[Item], refs: dict[tuple[str, str], np.ndarray]) -> list[float]:
-    """The content_margin of each heard item's decoded audio, beside the bot's record; items whose text is not
-    rendered the same in every guild (mentions: the names differ) are not checked."""
+    """The content_margin of each heard item's decoded audio (also set as its margin), beside the bot's record;
+    items whose text is not rendered the same in every guild (mentions: the names differ) are not checked."""
     margins = []
     for it in items:
         own = refs.get((it.kind, it.key))
@@ -507,7 +508,8 @@ def content_margins(capture, items: list[Item], refs: dict[tuple[str, str], np.n
             continue
         pcm = b"".join(pcm for s in it.record["spurts"] for _, pcm in capture.decoded(s.packets))
         others = [env for (kind, key), env in refs.items() if kind == it.kind and key != it.key]
-        margins.append(content_margin(speech_frames(mono(pcm)), own, others))
+        it.margin = content_margin(speech_frames(mono(pcm)), own, others)
+        margins.append(it.margin)
     return margins
 
 
@@ -623,7 +625,9 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
                          "packets": [(round(p.at, 3), p.seq, p.silence) for p in capture.packets],
                          "items": [(it.kind, it.key, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
                                     it.accepted, it.record and it.record["outcome"],
-                                    it.heard_at and round(it.heard_at, 2)) for it in items],
+                                    it.heard_at and round(it.heard_at, 2), it.margin,
+                                    it.record and it.record["catch_up"], it.record and len(it.record["spans"]))
+                                   for it in items],
                          "bot": [m.content[:60] for m in bot_msgs]})
     cmds = [it for _, _, it in traffic.commands]
     keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "counted_twice", "say_told", "say_unanswered",
