@@ -238,5 +238,7 @@ def test_heard_audio_must_sound_like_its_own_text() -> None:
     at = np.linspace(0, len(own) - 1, 125)  # spoken 1.2x faster, and noisy
     faster = np.stack([np.interp(at, np.arange(len(own)), own[:, k]) for k in range(24)], axis=1)
     noisy = faster + np.random.default_rng(0).normal(0, 3.0, faster.shape)
-    assert content_margin(noisy, own, others) >= CONTENT_MARGIN
-    assert content_margin(others[3], own, others[:3] + others[4:] + [others[3]]) < CONTENT_MARGIN
+    assert content_margin(noisy, [own], others) > CONTENT_MARGIN
+    assert content_margin(others[3], [own], others[:3] + others[4:] + [others[3]]) < CONTENT_MARGIN
+    # the best of its text's renderings counts: one far off (Piper's sampling noise) does not fail it
+    assert content_margin(noisy, [speechlike(40), own], others) > CONTENT_MARGIN
