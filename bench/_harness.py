@@ -24,7 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
+if sys.path[:1] != [str(ROOT)]:  # first: run as a script, bench/ comes first and its engine.py would be `engine`
     sys.path.insert(0, str(ROOT))
 
 from bot.config import DEFAULT_CONFIG, Settings, load_settings  # noqa: E402

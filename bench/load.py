@@ -11,20 +11,26 @@ concurrent streams of this load's phrases) and sizes the load from it. Then the 
 subprocess exactly as production starts it (bench/_harness.py child: bot.startup.create_bot), so its memory
 and event-loop lag are its own.
 
-Accounting: every accepted item (a readout message by a user in voice; a /say that was answered
-"Speaking"/"Queued") ends as heard, told (a /say refused with its reason; readout counted in a "Skipped N
-messages to catch up" notice, or refused and its author told why) or skipped by a user (/stop's count, an
-utterance ended by /skip). Heard means found whole in the channel's capture: the bot's record of each utterance
-(when each stretch of it went to the player and how many frames it had; a readout that gave way to a /say plays in
-two) says where to look, and the captured talk spurt must start there and hold its frames (up to 5 % may be lost
-on loopback when the sandbox falls behind: printed), with no end-of-speech burst inside it; that the audio is as long as the item's text should sound is checked on the side. Told and skipped are what the sandbox saw the bot answer and
-post. lost = accepted - heard - told - skipped, per guild.
+Accounting (tally, per guild): every accepted item (a readout message by a user in voice; a /say that was
+answered "Speaking"/"Queued") ends as heard, told (a /say refused with its reason; readout counted in a "Skipped N
+messages to catch up" notice, or refused at the door and its author told why by a notice of its own) or skipped by
+a user (/stop's count, an utterance ended by /skip). Heard means found whole in the channel's capture: the
+captured packets in the order the bot sent them (RTP sequence numbers), cut into talk spurts at the end-of-speech
+silence frames, are paired in order with the stretches of the bot's record of each utterance (when each went to
+the player and how many frames it had; a readout that gave way to a /say plays in two), and the spurt must hold
+the stretch's frames (up to 5 % may be lost on loopback when the sandbox falls behind: printed). Checked beside
+the record: the audio is as long as the item's text should sound, and its envelope is its own text's rendering
+rather than another's. Told and skipped are what the sandbox saw the bot answer and post, given to the items they
+can be about (the bot's record says which were ended by a user, refused, or too late); lost is every item none of
+them accounts for, and what the answers and notices claim beyond those items is counted_twice, a goal of 0 (it is
+not netted against lost). A /say never answered is neither accepted nor lost: say_unanswered, a goal of 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import collections
 import dataclasses
 import json
@@ -38,6 +44,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -45,12 +53,16 @@ if str(ROOT) not in sys.path:
 from bench._harness import bench_settings, bot_subprocess, cpu_seconds, pct, peak_rss_mb  # noqa: E402
 from sandbox import Sandbox, restore_discord  # noqa: E402
 from sandbox.capture import FRAME_S  # noqa: E402
+from tests.audio_util import mono, speech_frames, stretched_frames_correlation  # noqa: E402
 
 SPEECH_SHARE = 0.65  # readout + /say among all actions
 WEIGHTS = {"readout": 45, "say": 20, "skip": 5, "stop": 1, "queue": 8, "voice list": 8, "voice settings": 5,
            "settings show": 8}
 LENGTH_TOLERANCE = 1.35  # a heard item's spurt is within this ratio of its text's expected length
-START_SLACK_S = (0.1, 1.0)  # an utterance's spurt starts at most this much before / after its first frame left
+SENT_SLACK_S = 0.1  # a stretch's spurt arrives no earlier than this before its first frame left the player ...
+MAX_LAG_S = 5.0  # ... and no later than this after it (the sandbox's loop falls behind on a busy machine)
+CONTENT_MARGIN = 0.0  # heard audio correlates with its own text's renderings by this much more than with another's
+REFERENCES = 3  # renderings of each text (Piper's sampling noise on: one alone gave a right phrase -0.04 at 1.2x)
 FRAMES_SLACK = 2  # frames an utterance's spurt may lack and still count as heard ...
 FRAMES_LOST = 0.05  # ... or this share of them: UDP on loopback drops a few when the sandbox falls behind
 CAPACITY_S = 12.0  # how long the capacity is measured
@@ -75,8 +87,7 @@ OVER = Plan("over", guilds=50, users=20, factor=1.3, window_s=180.0, drain_s=90.
             goals={"say_ttfa_p95_s": 10.0, "readout_delay_p95_s": 35.0})
 UNDER = Plan("under", guilds=50, users=20, factor=0.7, window_s=180.0, drain_s=60.0,
              goals={"say_ttfa_p95_s": 2.0, "readout_delay_p95_s": 2.0})
-QUICK = Plan("quick", guilds=10, users=5, factor=0.7, window_s=20.0, drain_s=60.0,
-             goals={"say_ttfa_p95_s": 10.0, "readout_delay_p95_s": 35.0})
+QUICK = Plan("quick", guilds=10, users=5, factor=0.7, window_s=20.0, drain_s=60.0, goals=UNDER.goals)
 PLANS = {p.name: p for p in (OVER, UNDER, QUICK)}
 
 PHRASES = [
@@ -134,23 +145,27 @@ def expected_texts() -> dict[tuple[str, str], str | None]:
     return out
 
 
-async def measure_capacity(data_dir: Path) -> tuple[float, float, dict[tuple[str, str], float | None]]:
+async def measure_capacity(data_dir: Path) -> tuple[float, float, dict[tuple[str, str], float | None], dict]:
     """(audio seconds per wall second with CAPACITY_STREAMS concurrent streams of this load's phrases, the same
     per second a synthesis slot was busy, the audio seconds the bot should say for each (kind, phrase or hostile
-    kind): None when it refuses, 0 for nothing to say), on an engine built from the bot's own settings, as the
-    bot builds it."""
+    kind): None when it refuses, 0 for nothing to say, and the speech_frames of REFERENCES renderings of each
+    text that is the same in every guild: not the mentions, whose names differ), on an engine built from the
+    bot's own settings, as the bot builds it."""
     from engine.base import Voice
     from engine.factory import build_engine
 
     engine = build_engine(bench_settings(data_dir).engine)
     try:
         await engine.warm_up()
-        rendered: dict[str, float] = {"": 0.0}
+        rendered: dict[str, list[bytes]] = {"": [b""]}
         lengths: dict[tuple[str, str], float | None] = {}
+        refs: dict[tuple[str, str], list[np.ndarray]] = {}
         for key, text in expected_texts().items():
             if text is not None and text not in rendered:
-                rendered[text] = len(await engine.synthesize_all(text, Voice())) / (48_000 * 4)
-            lengths[key] = None if text is None else rendered[text]
+                rendered[text] = [await engine.synthesize_all(text, Voice()) for _ in range(REFERENCES)]
+            lengths[key] = None if text is None else len(rendered[text][0]) / (48_000 * 4)
+            if text and key[1] != "mentions":
+                refs[key] = [speech_frames(mono(pcm)) for pcm in rendered[text]]
         made, before = 0.0, engine.stats()
         stop_at = time.monotonic() + CAPACITY_S
 
@@ -164,7 +179,7 @@ async def measure_capacity(data_dir: Path) -> tuple[float, float, dict[tuple[str
         await asyncio.gather(*(stream(k) for k in range(CAPACITY_STREAMS)))
         wall, after = time.monotonic() - t0, engine.stats()
         per_slot = (after.audio_seconds - before.audio_seconds) / (after.synthesis_seconds - before.synthesis_seconds)
-        return made / wall, per_slot, lengths
+        return made / wall, per_slot, lengths, refs
     finally:
         await engine.close()
 
@@ -197,6 +212,7 @@ class Item:
     """One request to speak, as the sandbox saw it."""
 
     kind: str  # readout | say
+    key: str  # the phrase, or the hostile kind
     sent_at: float
     user_id: int
     expected_s: float | None  # audio seconds of what the bot should say (None: /say refuses it)
@@ -206,6 +222,7 @@ class Item:
     accepted: bool = True
     record: dict | None = None  # the bot's record of its utterance, when it was queued
     heard_at: float | None = None  # when its audio started in the capture, when all of it was heard
+    margin: float | None = None  # how surely its heard audio is its own text (content_margin), when checked
 
 
 @dataclass
@@ -280,7 +297,7 @@ async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[s
             speeds = sorted({speed[user.id], asked[user.id]})  # a change not yet confirmed may apply already
             expected = None if length is None else length / speeds[-1]
             traffic.offered_audio_s += expected or 0.0
-            item = Item(kind, time.monotonic(), user.id, expected, accepted=length != 0.0,
+            item = Item(kind, key, time.monotonic(), user.id, expected, accepted=length != 0.0,
                         expected_hi=None if length is None else length / speeds[0])
             traffic.items[gid].append(item)
             if kind == "readout":
@@ -328,72 +345,58 @@ class Spurt:
     end: float
     frames: int
     packets: list = field(default_factory=list, repr=False)
+    seqs: list = field(default_factory=list, repr=False)  # each packet's RTP sequence number, unwrapped
 
     @property
     def seconds(self) -> float:
         return self.frames * FRAME_S
 
 
+def in_send_order(packets: list) -> list[tuple[int, object]]:
+    """(unwrapped RTP sequence number, packet) in the order the bot sent them: discord.py numbers every packet it
+    sends, so the order holds however the arrival times lag and bunch when the sandbox's loop falls behind. A
+    new SSRC (a new connection) follows the one before it."""
+    last: dict[int, int] = {}
+    keyed = []
+    for i, p in enumerate(packets):
+        prev = last.get(p.ssrc)
+        seq = p.seq if prev is None else prev + ((p.seq - prev + 32768) % 65536 - 32768)
+        last[p.ssrc] = seq if prev is None else max(prev, seq)
+        keyed.append((list(last).index(p.ssrc), seq, i, p))
+    return [(seq, p) for _, seq, _, p in sorted(keyed, key=lambda k: k[:3])]
+
+
 def spurts(capture) -> list[Spurt]:
-    """Each utterance the bot played: discord.py's player ends every one with five Opus silence frames sent at
-    once, so a tight burst of them closes a spurt. An utterance's own silent frames usually come 20 ms apart, but
-    a player catching up sends its last frames at once too: in a run of silence frames, the last tight five are
-    the burst, the ones before it are the utterance's and the ones after it the next one's."""
+    """Each stretch the bot played, as the channel heard it: the packets in the order they were sent, cut at the
+    Opus silence frames that end every stretch (discord.py's player and the bot's driver send five; the bot's
+    own audio never encodes to that frame). Timing plays no part: a burst that arrived spread out still ends."""
     out: list[Spurt] = []
     current: Spurt | None = None
-
-    def add(p) -> None:
-        nonlocal current
+    for seq, p in in_send_order(capture.packets):
+        if p.silence:
+            current = None
+            continue
         if current is None:
             current = Spurt(p.at, p.at, 0)
             out.append(current)
-        current.end = p.at
+        current.end = max(current.end, p.at)
         current.frames += 1
         current.packets.append(p)
-    packets = capture.packets
-    n = len(packets)
-    k = 0
-    while k < n:
-        if not packets[k].silence:
-            add(packets[k])
-            k += 1
-            continue
-        run = k
-        while run < n and packets[run].silence:
-            run += 1
-        burst = next((j for j in range(run - END_BURST, k - 1, -1)
-                      if packets[j + END_BURST - 1].at - packets[j].at < END_BURST * FRAME_S / 2), None)
-        for i in range(k, run):
-            if burst is not None and i == burst:
-                current = None  # the end of an utterance
-            if burst is None or not burst <= i < burst + END_BURST:
-                add(packets[i])
-        k = run
+        current.seqs.append(seq)
     return out
 
 
-def split_at(spurt_list: list[Spurt], spans: list[tuple[float, int]]) -> list[Spurt]:
-    """Spurts split where two utterances ran together: the end-of-speech burst between them is not always tight
-    in the capture (a player thread or the sandbox's loop held up on a busy machine). When more than one of the
-    bot's stretches ([start, frames]) starts within a spurt, each takes its frames in order, the burst after it
-    is dropped, and the last takes the rest; arrival times are not used to cut (they lag when the loop does)."""
-    out: list[Spurt] = []
-    for s in spurt_list:
-        inside = sorted(sp for sp in spans if s.start - START_SLACK_S[0] <= sp[0] <= s.end)
-        if len(inside) < 2:
-            out.append(s)
-            continue
-        k = 0
-        for i, (_, frames) in enumerate(inside):
-            end = len(s.packets) if i == len(inside) - 1 else min(len(s.packets), k + frames)
-            piece = s.packets[k:end]
-            k = end
-            for _ in range(END_BURST):
-                if k < len(s.packets) and s.packets[k].silence:
-                    k += 1
-            if any(not p.silence for p in piece):  # (what is left of a slow burst is no utterance)
-                out.append(Spurt(piece[0].at, piece[-1].at, len(piece), piece))
-    return out
+def cut(s: Spurt, frames: int) -> tuple[Spurt, Spurt | None]:
+    """A spurt of a stretch of `frames` frames, and what of the next stretch ran into it (None if nothing): the
+    next one starts after END_BURST or more missing sequence numbers (the burst between them, all lost) that end
+    no earlier than the stretch's frames and a burst after its first. More packets without such a gap are the
+    stretch's own: the silence the player sent when its buffer ran dry (underruns, not in its frame count)."""
+    def part(a: int, b: int) -> Spurt | None:
+        ps = s.packets[a:b]
+        return Spurt(ps[0].at, max(p.at for p in ps), len(ps), ps, s.seqs[a:b]) if ps else None
+    k = next((k for k in range(1, len(s.seqs)) if s.seqs[k] - s.seqs[k - 1] > END_BURST
+              and s.seqs[k] >= s.seqs[0] + frames + END_BURST), None)
+    return (s, None) if k is None else (part(0, k), part(k, len(s.packets)))
 
 
 def length_fits(seconds: float, item: Item) -> bool:
@@ -420,23 +423,47 @@ def label(items: list[Item], records: list[dict]) -> None:
             it.record = says[it.user_id].popleft()
 
 
+def whole(s: Spurt | None, frames: int) -> bool:
+    """Whether spurt `s` holds a stretch of `frames` frames: all of them but what loopback may lose."""
+    return s is not None and s.frames >= frames - max(FRAMES_SLACK, FRAMES_LOST * frames)
+
+
 def find_audio(spurt_list: list[Spurt], records: list[dict]) -> int:
-    """Find each utterance's audio in the capture: for each stretch the player played, the spurt that starts when
-    its first frame went to the player (within START_SLACK_S). Sets record["spurts"] (None where a stretch has
-    no spurt); returns the spurts no utterance accounts for."""
-    free = sorted(spurt_list, key=lambda s: s.start)
-    spans = sorted(((start, r) for r in records for start, _ in r["spans"]), key=lambda sr: sr[0])
-    k = claimed = 0
-    for start, r in spans:
-        while k < len(free) and free[k].start < start - START_SLACK_S[0]:
-            k += 1
-        near = [j for j in range(k, len(free)) if free[j].start <= start + START_SLACK_S[1]]
-        found = None
-        if near:  # the closest start: a stray packet just before it is not this utterance
-            j = min(near, key=lambda j: abs(free[j].start - start))
-            found, k, claimed = free[j], j + 1, claimed + 1
+    """Give each stretch the player played its talk spurt: one voice per channel, so the stretches in the order
+    they started and the spurts in the order they were sent pair up one after the other. A spurt heard before
+    the stretch it would pair with began (SENT_SLACK_S) is audio of no item. A stretch was not heard when its next
+    spurt comes more than MAX_LAG_S after it began, or starts where the stretch after it starts: by sequence
+    number, each stretch's frames (or more: underruns) and a burst after the spurt before it; before any spurt
+    was found, when the spurt came after the next stretch began and its frames are nearer that one's. A spurt
+    may hold the next stretch too (the burst between them lost): cut. Sets record["spurts"] (None where a
+    stretch has none); returns the spurts no stretch accounts for."""
+    queue = collections.deque(spurt_list)
+    spans = sorted(((start, frames, r) for r in records for start, frames in r["spans"]), key=lambda x: x[0])
+    unclaimed = 0
+    expected: int | None = None  # the sequence number this stretch's first frame had, from the spurts before it
+    for i, (start, frames, r) in enumerate(spans):
+        while queue and queue[0].start < start - SENT_SLACK_S:
+            queue.popleft()
+            unclaimed += 1
+        found = queue[0] if queue and queue[0].start <= start + MAX_LAG_S else None
+        if found is not None:
+            if expected is not None:
+                later = found.seqs[0] >= expected + frames + END_BURST
+            else:
+                later = i + 1 < len(spans) and whole(found, spans[i + 1][1]) and found.start >= spans[i + 1][0] \
+                    - SENT_SLACK_S and abs(found.frames - spans[i + 1][1]) < abs(found.frames - frames)
+            if later:
+                found = None  # this stretch's audio never came: the spurt is a later one's
+        if found is not None:
+            queue.popleft()
+            found, rest = cut(found, frames)
+            if rest is not None:
+                queue.appendleft(rest)
+            expected = max(found.seqs[0] + frames, found.seqs[-1] + 1) + END_BURST
+        elif expected is not None:
+            expected += frames + END_BURST
         r.setdefault("spurts", []).append(found)
-    return len(spurt_list) - claimed
+    return unclaimed + len(queue)
 
 
 def heard_at(it: Item) -> float | None:
@@ -445,9 +472,8 @@ def heard_at(it: Item) -> float | None:
     r = it.record
     if r is None or r["outcome"] != "played" or not r["spans"]:
         return None
-    for (_, frames), s in zip(r["spans"], r["spurts"]):
-        if s is None or s.frames < frames - max(FRAMES_SLACK, FRAMES_LOST * frames):
-            return None
+    if not all(whole(s, frames) for (_, frames), s in zip(r["spans"], r["spurts"])):
+        return None
     return r["spurts"][0].start
 
 
@@ -463,6 +489,33 @@ def frames_missing(it: Item) -> int:
     return sum(max(0, frames - s.frames) for (_, frames), s in zip(it.record["spans"], it.record["spurts"]))
 
 
+def content_margin(heard: np.ndarray, own: list[np.ndarray], others: list[np.ndarray]) -> float:
+    """How much more heard audio (its speech_frames) correlates with the renderings of its own text (stretched to
+    the same length: speed changes, Piper's sampling noise; the best of them) than with any rendering of this
+    load's other texts about as long; below CONTENT_MARGIN it does not sound like its text. Measured with three
+    renderings, this load's texts at 0.9x to 1.5x: its own text at least 0.14 (236 tries); labelled as another
+    text, at most -0.2 (1,368 pairs)."""
+    def best(refs: list[np.ndarray]) -> float:
+        near = [o for o in refs if 1 / LENGTH_TOLERANCE ** 2 <= len(o) / max(1, len(heard)) <= LENGTH_TOLERANCE ** 2]
+        return max((stretched_frames_correlation(heard, o) for o in near), default=-1.0)
+    return max(stretched_frames_correlation(heard, o) for o in own) - best(others)
+
+
+def content_margins(capture, items: list[Item], refs: dict[tuple[str, str], list[np.ndarray]]) -> list[float]:
+    """The content_margin of each heard item's decoded audio (also set as its margin), beside the bot's record;
+    items whose text is not rendered the same in every guild (mentions: the names differ) are not checked."""
+    margins = []
+    for it in items:
+        own = refs.get((it.kind, it.key))
+        if it.heard_at is None or own is None:
+            continue
+        pcm = b"".join(pcm for s in it.record["spurts"] for _, pcm in capture.decoded(s.packets))
+        others = [f for (kind, key), fs in refs.items() if kind == it.kind and key != it.key for f in fs]
+        it.margin = content_margin(speech_frames(mono(pcm)), own, others)
+        margins.append(it.margin)
+    return margins
+
+
 # -- accounting ----------------------------------------------------------------------------------------------
 
 
@@ -471,68 +524,120 @@ STOPPED = re.compile(r"^Stopped( what was being said)?; (\d+) waiting")
 TOLD_AUTHOR = ("faster than I can read", "could not read your message", "queue is full")
 
 
-def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict]) -> dict:
-    """Heard, told, skipped and lost per guild. Heard: the item's audio found whole in the channel's capture (the
-    bot's record of each utterance says when it started and how many frames it had, so that the audio can be
-    found); told and skipped: what the bot answered and posted, as the sandbox saw it."""
+def posted_ms(snowflake: int) -> int:
+    """When a message was posted (ms, the snowflake's clock)."""
+    return snowflake >> 22
+
+
+def told(items: list[Item], notices: list) -> int:
+    """How many of `items` (readout refused at the door or failed) their authors were told about, each by a
+    notice of its own: a bot message naming the author and a reason (TOLD_AUTHOR). A notice tells about the
+    earliest item of its author not yet told that was sent before it; an item sent within the bot's TOLD_WINDOW_S
+    after a notice to its author was told by that one (the bot tells a flooding user once in that window)."""
+    from bot.readout import TOLD_WINDOW_S
+
+    count = 0
+    for user in {it.user_id for it in items}:
+        at = sorted(posted_ms(m.id) for m in notices if f"<@{user}>" in m.content)
+        free = list(at)
+        for it in sorted((it for it in items if it.user_id == user), key=lambda it: it.message_id):
+            sent = posted_ms(it.message_id)
+            if any(sent - TOLD_WINDOW_S * 1000 <= t <= sent for t in at if t not in free):
+                count += 1  # told moments before, not again
+                continue
+            own = next((t for t in free if t >= sent), None)
+            if own is not None:
+                free.remove(own)
+                count += 1
+    return count
+
+
+def tally(items: list[Item], records: list[dict], spurt_list: list[Spurt], bot_msgs: list,
+          commands: list[tuple[str, object]]) -> collections.Counter:
+    """One guild's accounting, item by item: each accepted item is heard (found whole in the capture), skipped by a
+    user (its utterance ended or taken out of the queue, as many as /skip and /stop answered), told (readout
+    refused at the door or failed, with a notice of its own; readout skipped to catch up, as many as the catch-up
+    notices counted; a /say refused with its reason) or lost. What the answers and notices claim beyond the
+    items they can be about is counted_twice (a goal of 0, never netted against lost). Sets each item's record
+    and heard_at. `commands`: (kind, interaction) of the guild's other commands."""
+    counts = collections.Counter()
+    for item in items:
+        if item.kind == "say":
+            answer = first_text(item.interaction)
+            item.accepted = (answer or "").startswith(("Speaking", "Queued"))
+            counts["say_unanswered" if answer is None else "say_told" if not item.accepted else "say_accepted"] += 1
+    counts["unidentified_spurts"] = find_audio(spurt_list, records)
+    speech = [it for it in items if it.accepted]  # readout with nothing to say is not
+    label(speech, records)
+    for it in speech:
+        it.heard_at = heard_at(it)
+        if it.heard_at is not None:
+            counts["off_length"] += not length_fits(sum(s.seconds for s in it.record["spurts"]), it)
+            counts["frames_missing"] += frames_missing(it)
+    unheard = [it for it in speech if it.heard_at is None]
+
+    def ended(*outcomes: str) -> list[Item]:
+        return [it for it in unheard if (it.record["outcome"] if it.record else None) in outcomes]
+    # each /skip answered "Skipped." ended one utterance, cut short or before its first word; /stop says how many
+    answered = sum(1 for kind, it in commands if kind == "skip" and (first_text(it) or "").startswith("Skipped"))
+    answered += sum(int(m.group(2)) + bool(m.group(1)) for kind, it in commands
+                    if kind == "stop" for m in [STOPPED.match(first_text(it) or "")] if m)
+    by_user = min(answered, len(ended("skipped", "removed")))
+    refused = [it for it in ended(None, "failed") if it.kind == "readout"]
+    told_own = told(refused, [x for x in bot_msgs if any(t in x.content for t in TOLD_AUTHOR)])
+    caught_up = sum(int(m.group(1)) for m in (SKIPPED_NOTICE.match(x.content) for x in bot_msgs) if m)
+    stale = len(refused) - told_own + len(ended("stale"))  # readout the catch-up notices can be about
+    told_stale = min(caught_up, stale)
+    heard = len(speech) - len(unheard)
+    counts.update(accepted=len(speech) + counts["say_told"], heard=heard,
+                  told=told_own + told_stale + counts["say_told"], skipped_by_user=by_user,
+                  lost=len(unheard) - by_user - told_own - told_stale,
+                  counted_twice=answered - by_user + caught_up - told_stale)
+    return counts
+
+
+def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
+            refs: dict[tuple[str, str], list[np.ndarray]] | None = None) -> dict:
+    """Heard, told, skipped and lost per guild (tally), summed; the heard items' audio checked against renderings
+    of their texts (`refs`: speech_frames of renderings by (kind, phrase or hostile kind)), TTFA and delays."""
     totals = collections.Counter()
     say_ttfa: list[float] = []
     readout_delay: list[float] = []
+    margins: list[float] = []  # content_margin of each heard item checked
     busy: dict[str, list[float]] = {"say": [], "readout": []}  # per heard item: its channel speaking others
     rest: dict[str, list[float]] = {"say": [], "readout": []}  # ... and the rest of its wait
     for room in rooms:
         gid = room.guild.id
         items = traffic.items.get(gid, [])
-        for item in items:
-            if item.kind == "say":
-                answer = first_text(item.interaction) or ""
-                item.accepted = answer.startswith(("Speaking", "Queued"))
-                totals["say_told" if answer and not item.accepted else "say_unanswered" if not answer else "x"] += 1
-        mine = [r for r in records if r["guild"] == gid]
-        spurt_list = split_at(spurts(sb.capture(room.guild)), [tuple(sp) for r in mine for sp in r["spans"]])
-        totals["unidentified_spurts"] += find_audio(spurt_list, mine)
-        readout = [it for it in items if it.kind == "readout" and it.accepted]  # not: nothing to say
-        say = [it for it in items if it.kind == "say" and it.accepted]
-        label(readout + say, mine)
-        for it in readout + say:
-            it.heard_at = heard_at(it)
-            if it.heard_at is not None:
-                totals["off_length"] += not length_fits(sum(s.seconds for s in it.record["spurts"]), it)
-                totals["frames_missing"] += frames_missing(it)
+        capture = sb.capture(room.guild)
+        spurt_list = spurts(capture)
         # everything the bot posted, also the tells it deleted after 20 s (their authors saw them)
         bot_msgs = [m for m in room.general.messages if m.author.id == sb.bot_user.id]
-        caught_up = sum(int(m.group(1)) for m in (SKIPPED_NOTICE.match(x.content) for x in bot_msgs) if m)
-        told_users = {u.id for u in room.users for x in bot_msgs
-                      if f"<@{u.id}>" in x.content and any(t in x.content for t in TOLD_AUTHOR)}
-        stopped = sum(int(m.group(2)) + bool(m.group(1)) for g, kind, it in traffic.commands
-                      if g == gid and kind == "stop" for m in [STOPPED.match(first_text(it) or "")] if m)
-        # each /skip answered "Skipped." ended one utterance, cut short or before its first word
-        cut = sum(1 for g, kind, it in traffic.commands if g == gid and kind == "skip"
-                  and (first_text(it) or "").startswith("Skipped"))
-        heard = sum(1 for it in readout + say if it.heard_at is not None)
-        # readout refused at the door (never queued) and its author was told why
-        told_readout = caught_up + sum(1 for it in readout if it.record is None and it.user_id in told_users)
-        lost = len(readout) + len(say) - heard - cut - stopped - told_readout
-        totals.update(accepted=len(readout) + len(say), heard=heard, told=told_readout, skipped_by_user=cut + stopped,
-                      lost=max(0, lost), overcounted=max(0, -lost))
-        say_ttfa += [it.heard_at - it.sent_at for it in say if it.heard_at is not None]
-        readout_delay += [it.heard_at - it.sent_at for it in readout if it.heard_at is not None]
-        heard_items = [it for it in readout + say if it.heard_at is not None]
+        totals.update(tally(items, [r for r in records if r["guild"] == gid], spurt_list, bot_msgs,
+                            [(kind, it) for g, kind, it in traffic.commands if g == gid]))
+        heard_items = [it for it in items if it.heard_at is not None]
+        if refs is not None:
+            margins += content_margins(capture, heard_items, refs)
+        say_ttfa += [it.heard_at - it.sent_at for it in heard_items if it.kind == "say"]
+        readout_delay += [it.heard_at - it.sent_at for it in heard_items if it.kind == "readout"]
         for it in heard_items:
             busy[it.kind].append(channel_busy(it, heard_items))
             rest[it.kind].append(it.heard_at - it.sent_at - busy[it.kind][-1])
         if DUMP is not None:
             DUMP.append({"guild": gid, "spurts": [(round(s.start, 2), round(s.seconds, 2)) for s in spurt_list],
-                         "items": [(it.kind, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
+                         "packets": [(round(p.at, 3), p.seq, p.silence) for p in capture.packets],
+                         "items": [(it.kind, it.key, round(it.sent_at, 2), it.expected_s and round(it.expected_s, 2),
                                     it.accepted, it.record and it.record["outcome"],
-                                    it.heard_at and round(it.heard_at, 2)) for it in items],
+                                    it.heard_at and round(it.heard_at, 2), it.margin,
+                                    it.record and it.record["catch_up"], it.record and len(it.record["spans"]))
+                                   for it in items],
                          "bot": [m.content[:60] for m in bot_msgs]})
-    totals["accepted"] += totals["say_told"]  # a refused /say was accepted as a request and told
-    totals["told"] += totals["say_told"]
     cmds = [it for _, _, it in traffic.commands]
-    keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "overcounted", "say_told", "say_unanswered",
+    keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "counted_twice", "say_told", "say_unanswered",
             "unidentified_spurts", "off_length", "frames_missing")
-    return {**{k: totals[k] for k in keys}, "say_ttfa": say_ttfa, "readout_delay": readout_delay,
+    return {**{k: totals[k] for k in keys}, "content_checked": len(margins),
+            "content_failed": sum(1 for m in margins if m < CONTENT_MARGIN),
+            "content_margin_min": min(margins, default=math.nan), "say_ttfa": say_ttfa, "readout_delay": readout_delay,
             "busy": busy, "rest": rest,
             "commands": len(cmds), "commands_unanswered": sum(1 for it in cmds if first_text(it) is None)}
 
@@ -556,7 +661,7 @@ async def settle(sb, rooms: list[Room], traffic: Traffic, timeout: float) -> boo
 async def run(plan: Plan) -> dict:
     with tempfile.TemporaryDirectory(prefix="load-") as tmp:
         data = Path(tmp)
-        capacity, per_slot, lengths = await measure_capacity(data)
+        capacity, per_slot, lengths, refs = await measure_capacity(data)
         engine_settings = bench_settings(data).engine
         slots = min(engine_settings.workers, engine_settings.max_concurrency)
         mean = mean_item(lengths)
@@ -583,7 +688,7 @@ async def run(plan: Plan) -> dict:
                 DUMP.append({"child_log": (data / "child.log").read_text(errors="replace")[-200_000:],
                              "utterances": (data / "utterances.jsonl").read_text()})
             utterances = [json.loads(line) for line in (data / "utterances.jsonl").read_text().splitlines()]
-            counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0])
+            counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0], refs)
         restore_discord()
     utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
@@ -636,8 +741,9 @@ def report(r: dict) -> int:
     print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
           f"{r['unidentified_spurts']} spurts; heard at an unexpected length {r['off_length']}; frames the "
-          f"sandbox missed in heard items {r['frames_missing']}; "
-          f"counted twice {r['overcounted']}")
+          f"sandbox missed in heard items {r['frames_missing']}; counted twice {r['counted_twice']}; not sounding "
+          f"like their text {r['content_failed']} of {r['content_checked']} checked (least margin "
+          f"{r['content_margin_min']:.2f}, {CONTENT_MARGIN} needed)")
     print(f"bot utterance outcomes: {r['outcomes']}")
     faster = r["faster"]
     print(f"made faster to catch up: {len(faster)} of {r['played']} played"
@@ -657,6 +763,10 @@ def report(r: dict) -> int:
         goal_line("readout_delay_p95_s", pct(r["readout_delay"], 0.95) if r["readout_delay"] else math.inf,
                   plan.goals["readout_delay_p95_s"]),
         goal_line("lost_heard", r["lost"], 0, "{:.0f}"),
+        goal_line("say_unanswered", r["say_unanswered"], 0, "{:.0f}"),
+        goal_line("counted_twice", r["counted_twice"], 0, "{:.0f}"),
+        goal_line("unidentified_spurts", r["unidentified_spurts"], 0, "{:.0f}"),
+        goal_line("content_failed", r["content_failed"], 0, "{:.0f}"),
         goal_line("bot_peak_rss_mb", r["bot_peak_rss_mb"], 1024, "{:.0f}"),
         goal_line("loop_lag_p99_ms", r["loop_lag_p99_ms"], 50.0, "{:.1f}"),
     ]

@@ -168,7 +168,7 @@ def main() -> int:
     print(f"rtf_matched: {rtf_matched:.3f}")
     print(f"rtf_extra: {extra:+.3f} (goal <= {GOAL_RTF_EXTRA:.2f}) {verdict(extra <= GOAL_RTF_EXTRA)}")
     backend.close()
-    return 0
+    return 0 if mean_gain >= GOAL_GAIN and reg10 <= GOAL_REGISTER_S and extra <= GOAL_RTF_EXTRA else 1
 
 
 if __name__ == "__main__":
