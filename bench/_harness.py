@@ -30,6 +30,9 @@ if sys.path[:1] != [str(ROOT)]:  # first: run as a script, bench/ comes first an
 from bot.config import DEFAULT_CONFIG, Settings, load_settings  # noqa: E402
 
 
+ENGINE_TOTALS = "engine-totals.jsonl"  # the bot child's engine totals, a line each second
+
+
 def make_settings(data_dir: Path, **sections: dict) -> Settings:
     """The shipped defaults with a SQLite file in `data_dir`; `sections` replace fields per section."""
     s = load_settings(DEFAULT_CONFIG, environ={})
@@ -188,8 +191,8 @@ async def _child_main() -> int:
         "spans": utt.source.spans if utt.source is not None else []}) + "\n"))
     lags: list[float] = []
     engine_totals: list[tuple[float, float, float]] = []
-    tickers = [asyncio.create_task(_lag_ticker(lags)), asyncio.create_task(_engine_ticker(running.bot.engine,
-                                                                                         engine_totals))]
+    tickers = [asyncio.create_task(_lag_ticker(lags)),
+               asyncio.create_task(_engine_ticker(running.bot.engine, engine_totals, data_dir / ENGINE_TOTALS))]
     print("ready", flush=True)
     closed = asyncio.Event()
 
@@ -224,13 +227,23 @@ async def _lag_ticker(lags: list[float], step: float = 0.01) -> None:
         lags.append(loop.time() - t0 - step)
 
 
-async def _engine_ticker(engine, totals: list[tuple[float, float, float]], step: float = 1.0) -> None:
-    """(time.monotonic(), audio seconds made, slot seconds spent making it) of the engine, each `step` s: a bench
-    reads how fast the engine synthesized beside everything else the bot did, over any stretch of the run."""
-    while True:
-        stats = engine.stats()
-        totals.append((time.monotonic(), stats.audio_seconds, stats.synthesis_seconds))
-        await asyncio.sleep(step)
+async def _engine_ticker(engine, totals: list[tuple[float, float, float]], path: Path, step: float = 1.0) -> None:
+    """(time.monotonic(), audio seconds made, slot seconds spent making it) of the engine, each `step` s, kept and
+    written a line at a time to `path`: a bench reads how fast the engine synthesized beside everything else the
+    bot did, over any stretch of the run (while it runs, too)."""
+    with open(path, "w", buffering=1) as out:
+        while True:
+            stats = engine.stats()
+            totals.append((time.monotonic(), stats.audio_seconds, stats.synthesis_seconds))
+            out.write(json.dumps(totals[-1]) + "\n")
+            await asyncio.sleep(step)
+
+
+def engine_totals(data_dir: Path) -> list[tuple[float, float, float]]:
+    """The bot child's engine totals written so far (see _engine_ticker)."""
+    path = Path(data_dir) / ENGINE_TOTALS
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [tuple(json.loads(line)) for line in lines if line.endswith("]")]
 
 
 def peak_rss_mb(pid: int | str = "self") -> float:

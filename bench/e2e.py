@@ -287,7 +287,7 @@ class Bench:
 
         passed = {0: "none"}
         lo, hi = 0, cap + 1  # lo passes (trivially), hi is assumed to fail
-        mid = max(1, min(cap, int(sustain * 0.8)))  # start at the goal, then bisect
+        mid = max(1, min(cap, int(sustain * 0.9)))  # start at the goal, then bisect
         while hi - lo > 1 and len(log) < (2 if self.quick else 5):
             if await trial(mid):
                 lo = mid
@@ -301,7 +301,7 @@ class Bench:
         note = (f"{lo} guilds at once with zero underruns vs {engine_streams} real-time streams from the engine alone "
                 f"({rate:.2f} audio s per wall s, {workers} workers; rounds {', '.join(f'{r:.2f}' for r in rates)}); "
                 f"at {passed[lo]}")
-        return [Metric("scale_guilds_vs_engine_streams", ratio, ">= 0.8", ratio >= 0.8, note)]
+        return [Metric("scale_guilds_vs_engine_streams", ratio, ">= 0.9", ratio >= 0.9, note)]
 
     async def readout(self, runs: int) -> list[Metric]:
         sb = self.sb

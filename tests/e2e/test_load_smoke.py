@@ -13,7 +13,8 @@ import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-GOALS = ["underruns_per_100_utterances:", "say_ttfa_p95_s:", "readout_delay_p95_s:", "lost_heard:",
+GOALS = ["underruns_per_100_utterances:", "say_ttfa_p95_s:", "readout_delay_p95_s:", "say_own_wait_p95_s:",
+         "readout_own_wait_p95_s:", "lost_heard:",
          "say_unanswered:", "counted_twice:", "unidentified_spurts:", "content_failed:", "bot_peak_rss_mb:",
          "loop_lag_p99_ms:", "commands_unanswered:"]
 ZERO = ["commands_unanswered", "lost_heard", "say_unanswered", "counted_twice", "unidentified_spurts"]

@@ -189,13 +189,13 @@ def test_a_stretch_that_lost_frames_beyond_the_slack_is_not_heard() -> None:
 
 
 def result(**changes) -> dict:
-    r = {"plan": load.QUICK, "actions": 40, "sent_s": 20.0, "drained": True, "load_s": 30.0, "setup_s": 5.0,
+    r = {"plan": load.QUICK, "actions": 40, "calibration": {}, "sent_s": 20.0, "drained": True, "load_s": 30.0, "setup_s": 5.0,
          "capacity": 5.0, "mean_phrase_s": 1.2, "sent": {}, "hostile": {}, "engine_beside": {}, "cores": (1.0, 0.5),
          "offered": 0.7, "accepted": 30, "heard": 30, "told": 0, "skipped_by_user": 0, "lost": 0, "counted_twice": 0,
          "say_told": 0, "say_unanswered": 0, "unidentified_spurts": 0, "off_length": 0, "frames_missing": 0,
          "content_checked": 30, "content_failed": 0, "content_margin_min": 0.3, "outcomes": {}, "faster": [],
          "played": 30, "underruns": 0, "commands": 5, "commands_unanswered": 0, "busy": {"say": [], "readout": []},
-         "rest": {"say": [], "readout": []}, "say_ttfa": [0.5], "readout_delay": [0.5], "bot_peak_rss_mb": 300.0,
+         "rest": {"say": [0.5], "readout": [0.5]}, "say_ttfa": [0.5], "readout_delay": [0.5], "bot_peak_rss_mb": 300.0,
          "loop_lag_p99_ms": 5.0}
     return r | changes
 
@@ -217,8 +217,20 @@ def test_unanswered_say_and_double_counts_are_goals_of_zero() -> None:
 
 def test_the_quick_plan_has_the_under_plans_goals() -> None:
     assert load.QUICK.goals == load.UNDER.goals
-    rc, out = report(say_ttfa=[3.0])
-    assert rc == 1 and "say_ttfa_p95_s: 3.00 (goal <= 2.00) MISSED" in out
+    rc, out = report(rest={"say": [1.5], "readout": [0.5]})
+    assert rc == 1 and "say_own_wait_p95_s: 1.50 (goal <= 1.00) MISSED" in out
+    rc, out = report(rest={"say": [0.5], "readout": [2.5]})
+    assert rc == 1 and "readout_own_wait_p95_s: 2.50 (goal <= 2.00) MISSED" in out
+
+
+def test_under_goals_count_the_bots_own_wait_and_the_totals_are_shown_without_a_goal() -> None:
+    rc, out = report(say_ttfa=[6.0], readout_delay=[13.0], rest={"say": [0.5], "readout": [1.5]})
+    assert rc == 0, out
+    assert "say_ttfa_p95_s: 6.00 (no goal" in out and "readout_delay_p95_s: 13.00 (no goal" in out
+    assert "say_own_wait_p95_s: 0.50 (goal <= 1.00) OK" in out
+    rc, out = report(plan=load.OVER, say_ttfa=[11.0])  # the over plan keeps its goals on the total waits
+    assert rc == 1 and "say_ttfa_p95_s: 11.00 (goal <= 10.00) MISSED" in out
+    assert "say_own_wait_p95_s: 0.00 (no goal" not in out and "say_own_wait_p95_s:" in out
 
 
 # -- what the audio says -------------------------------------------------------------------------------------
