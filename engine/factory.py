@@ -1,10 +1,10 @@
-"""Builds the configured backend and the StreamingEngine over it."""
+"""Builds the configured backend and the Engine (a StreamingEngine) over it."""
 
 from __future__ import annotations
 
 import importlib
 
-from engine.base import AsyncBackend, Backend, BackendUnavailable
+from engine.base import AsyncBackend, Backend, BackendUnavailable, Engine
 from engine.catalog import VoiceCatalog
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
@@ -37,7 +37,7 @@ def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
     raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
 
 
-def build_engine(settings: EngineSettings | None = None) -> StreamingEngine:
+def build_engine(settings: EngineSettings | None = None) -> Engine:
     """The configured backend with the extra Piper voices and eSpeak NG (engine/catalog.py) in one engine."""
     settings = settings or EngineSettings()
     backend = build_backend(settings)
