@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from engine.base import DISCORD_RATE, BackendInfo, Engine, EngineError, SynthesisTimeout, TextRejected, Voice, VoiceProfile
+from engine.base import (
+    DISCORD_RATE, BackendInfo, Engine, EngineError, SynthesisTimeout, TextRejected, Voice, VoiceProfile,
+)
 from engine.factory import build_engine
 from engine.remote import RemoteBackend
 from engine.remote_voice import RemoteVoice
