@@ -26,13 +26,12 @@ class _LiveCollector:
         self.engine = engine
 
     def collect(self) -> Iterator[Metric]:
-        speech = self.speech
         queue = GaugeMetricFamily("voicebot_queue_length", "Utterances waiting per guild", labels=["guild"])
         connections = GaugeMetricFamily("voicebot_voice_connections", "Active voice connections")
         underruns = CounterMetricFamily("voicebot_underruns", "Silence frames inserted mid-utterance")
         connected = 0
         total_underruns = 0
-        for guild_id, sp in speech.speakers.items():
+        for guild_id, sp in self.speech.speakers.items():
             queue.add_metric([str(guild_id)], len(sp.pending()))
             connected += sp.connection.is_connected()
             total_underruns += sp.underruns

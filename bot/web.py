@@ -24,12 +24,12 @@ def create_app(bot: discord.Client, metrics: BotMetrics) -> web.Application:
                 "latency_ms": round(bot.latency * 1000, 1) if bot.latency == bot.latency else None}
         return web.json_response(body, status=200 if ready else 503)
 
-    async def metrics(_request: web.Request) -> web.Response:
+    async def metrics_route(_request: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", metrics_route)
     return app
 
 
