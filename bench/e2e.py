@@ -26,6 +26,7 @@ from bench._harness import (  # noqa: E402
 )
 from engine.base import Voice  # noqa: E402
 from engine.bench import Metric  # noqa: E402
+from engine.segment import clean_text, split_segments  # noqa: E402
 
 SECTIONS = ("ttfa", "join", "timing", "scale", "memory", "readout", "cold")
 # One segment each (asserted), so a run is over once its first frame is heard and /skip cancels no synthesis.
@@ -151,8 +152,9 @@ class Bench:
 
     # -- sections ---------------------------------------------------------------------------------
     async def ttfa(self, runs: int) -> list[Metric]:
+        s = self.bot.config.engine  # what the bot's engine was built with
         for text in SHORT_TEXTS:
-            assert len(self.engine.segments(text)) == 1, text
+            assert len(split_segments(clean_text(text), s.first_segment_chars, s.max_segment_chars)) == 1, text
         room = await self.room("ttfa")
         await self.first_packet(room, self.say(room, SHORT_TEXTS[0]))  # warm: first play, first encoder
         await self.engine_first_chunk(SHORT_TEXTS[0])
@@ -264,8 +266,8 @@ class Bench:
         return (not bad and not any(under)), why
 
     async def scale(self) -> list[Metric]:
-        workers = self.engine.settings.workers
-        streams = 2 * max(1, min(workers, self.engine.settings.max_concurrency))
+        workers = self.bot.config.engine.workers
+        streams = 2 * max(1, min(workers, self.bot.config.engine.max_concurrency))
         rates = [await self.engine_rate(SCALE_TEXT, streams)]
         sustain = rates[0]
         cap = int(sustain) + 2

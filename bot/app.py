@@ -1,18 +1,28 @@
-"""VoiceBot: the AutoShardedBot that owns engine, storage and speakers, loads plugins and syncs commands."""
+"""VoiceBot: the AutoShardedBot owning engine, storage and the services plugins call; loads plugins, syncs commands."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord.ext import commands
 
 from bot.config import Settings
+from bot.dictionary import DictionaryService
 from bot.errors import on_app_command_error, reply
+from bot.languages import LanguageService
+from bot.metrics import BotMetrics
 from bot.plugins import PluginManager
 from bot.prefs import PrefsService
+from bot.speech.service import SpeechService
 from bot.storage.database import Database
+from bot.voices import VoiceService
+from bot.web import WebServer
+from engine.base import Engine
+
+if TYPE_CHECKING:
+    from bot.readout import ReadoutService
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +50,14 @@ def intents() -> discord.Intents:
 class VoiceBot(commands.AutoShardedBot):
     """The Discord side. Plugins reach the bot only through its services."""
 
-    def __init__(self, settings: Settings, *, database: Database, engine: Any, **kwargs: Any) -> None:
+    # made by start_services (setup_hook), before any plugin is loaded
+    speech: SpeechService
+    voices: VoiceService
+    dictionary: DictionaryService
+    languages: LanguageService
+    metrics: BotMetrics
+
+    def __init__(self, settings: Settings, *, database: Database, engine: Engine, **kwargs: Any) -> None:
         d = settings.discord
         if d.shard_count:
             kwargs.setdefault("shard_count", d.shard_count)
@@ -59,13 +76,8 @@ class VoiceBot(commands.AutoShardedBot):
         self.engine = engine
         self.prefs = PrefsService(database)
         self.plugins = PluginManager(self)
-        self.speech: Any = None
-        self.voices: Any = None
-        self.readout: Any = None  # set by the readout plugin
-        self.dictionary: Any = None
-        self.languages: Any = None
-        self.metrics: Any = None
-        self.web: Any = None
+        self.readout: ReadoutService | None = None  # set by the readout plugin
+        self.web: WebServer | None = None  # /healthz and /metrics, when web.enabled
         self.tree.on_error = on_app_command_error
         self.tree.interaction_check = guild_only_check
         self.synced: list[discord.app_commands.AppCommand] = []
@@ -76,10 +88,32 @@ class VoiceBot(commands.AutoShardedBot):
         await self.sync_commands()
 
     async def start_services(self) -> None:
-        """Create the services plugins use; overridden by nothing, extended as features land."""
-        from bot.services import build_services
+        """Create the services plugins call (bot.speech, bot.voices, bot.dictionary, bot.languages; bot.prefs is
+        made with the bot) once the engine and database are ready."""
+        c = self.config
+        self.voices = VoiceService(self.db, self.engine, c.voices, self.prefs)
+        self.dictionary = DictionaryService(self.db)
+        self.languages = LanguageService(self.engine, self.prefs)
+        self.speech = SpeechService(self, self.engine, c, prefs=self.prefs, voices=self.voices,
+                                    dictionary=self.dictionary, languages=self.languages)
+        self.metrics = BotMetrics(self.speech, self.engine)
+        self.speech.listeners.append(self.metrics.observe)
+        if c.web.enabled:
+            self.web = WebServer(self, self.metrics, c.web.host, c.web.port)
+            await self.web.start()
 
-        await build_services(self)
+    async def stop_services(self) -> None:
+        """Stop speakers and close the engine and database; each step runs even if another fails (a service
+        never made, when the bot closes before setup_hook, is skipped)."""
+        for name, attr in (("web", "web"), ("speech", "speech"), ("voices", "voices"), ("engine", "engine"),
+                           ("database", "db")):
+            step = getattr(getattr(self, attr, None), "close", None)
+            if step is None:
+                continue
+            try:
+                await step()
+            except Exception:
+                log.exception("closing %s failed", name)
 
     async def sync_commands(self) -> None:
         """Sync slash commands once: to the development guild when set, else globally."""
@@ -97,8 +131,6 @@ class VoiceBot(commands.AutoShardedBot):
 
     async def close(self) -> None:
         try:
-            from bot.services import stop_services
-
-            await stop_services(self)
+            await self.stop_services()
         finally:
             await super().close()

@@ -6,7 +6,7 @@ import discord
 from discord import app_commands
 
 from bot.errors import UserError
-from bot.speech.say import author_channel as speaker_channel
+from bot.speech.say import VocalChannel, author_channel as speaker_channel
 
 
 def manage_guild(interaction: discord.Interaction) -> bool:
@@ -18,22 +18,22 @@ def manage_guild(interaction: discord.Interaction) -> bool:
     return True
 
 
-def author_channel(interaction: discord.Interaction):
+def author_channel(interaction: discord.Interaction) -> VocalChannel | None:
     """The voice channel the invoking member is in, or None."""
     return speaker_channel(interaction.user)
 
 
-def _in(interaction: discord.Interaction, bot_channel) -> bool:
+def _in(interaction: discord.Interaction, bot_channel: VocalChannel | None) -> bool:
     mine = author_channel(interaction)
     return bot_channel is not None and mine is not None and mine.id == bot_channel.id
 
 
-def may_control(interaction: discord.Interaction, bot_channel) -> bool:
+def may_control(interaction: discord.Interaction, bot_channel: VocalChannel | None) -> bool:
     """Who may skip, stop, or move the bot: members in its channel, or with Manage Server / Move Members."""
     perms = interaction.permissions
     return perms.manage_guild or perms.move_members or _in(interaction, bot_channel)
 
 
-def has_listeners(channel) -> bool:
+def has_listeners(channel: VocalChannel | None) -> bool:
     """Whether people (not bots) are in the bot's voice channel: moving the bot away would cut them off."""
     return any(not m.bot for m in getattr(channel, "members", []))

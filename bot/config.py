@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from bot.speech.more import MORE
 from conf.loader import DEFAULT_CONFIG, ENV_PREFIX, ConfigError, build, merge_env, read_config
 from engine.settings import EngineSettings
 
@@ -169,8 +170,7 @@ def _validate(settings: Settings, file: str) -> None:
         raise ConfigError(f"{file}: 'speech.catch_up_speed': expected 1 to 2, got {settings.speech.catch_up_speed}")
     if settings.speech.lookahead < 0:
         raise ConfigError(f"{file}: 'speech.lookahead': expected 0 or more, got {settings.speech.lookahead}")
-    from bot.speech.text import MORE  # the bot's longest utterance is speech.max_text_chars plus MORE
-
+    # the bot's longest utterance is speech.max_text_chars plus MORE
     if settings.speech.max_text_chars + len(MORE) > settings.engine.max_text_chars:
         raise ConfigError(
             f"{file}: 'speech.max_text_chars' ({settings.speech.max_text_chars}) plus the {len(MORE)} characters of "

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 _TRUE = {"on", "true", "yes", "1", "enable", "enabled"}
 _FALSE = {"off", "false", "no", "0", "disable", "disabled"}
@@ -73,7 +76,7 @@ def column_default(field: str) -> Any:
     return option.initial if isinstance(option.default, tuple) else option.default
 
 
-def ceiling(option: GuildOption, config: Any) -> int:
+def ceiling(option: GuildOption, config: Settings) -> int:
     """The most this bot allows for `option`: its ceiling key read from the bot's settings."""
     value = config
     for part in option.ceiling.split("."):
@@ -81,7 +84,7 @@ def ceiling(option: GuildOption, config: Any) -> int:
     return int(value)
 
 
-def effective(prefs: Any, config: Any) -> Any:
+def effective(prefs: Any, config: Settings) -> Any:
     """`prefs` with each number lowered to this bot's ceiling (a stored value may predate a lower config)."""
     changes = {o.field: ceiling(o, config) for o in GUILD_OPTIONS
                if o.ceiling and getattr(prefs, o.field) > ceiling(o, config)}
@@ -92,7 +95,7 @@ def _shown(value: Any) -> str:
     return ("on" if value else "off") if isinstance(value, bool) else str(value or "default")
 
 
-def parse(name: str, raw: str, config: Any, words: Callable[[str], tuple[str, str]] | None = None
+def parse(name: str, raw: str, config: Settings, words: Callable[[str], tuple[str, str]] | None = None
           ) -> tuple[str, object, str]:
     """(field, value, answer) for `/settings set name raw`; a number above this bot's ceiling is lowered
     to it and the answer says so; a word (the language) is read by `words`, which gives (stored, in words).
@@ -123,7 +126,7 @@ def parse(name: str, raw: str, config: Any, words: Callable[[str], tuple[str, st
     return option.field, value, f"{name} is now {value}."
 
 
-def describe(prefs: Any, config: Any) -> list[str]:
+def describe(prefs: Any, config: Settings) -> list[str]:
     """One line per setting, as /settings show prints them; a stored number above the ceiling shows both."""
     now = effective(prefs, config)
     lines = []

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from bot.speech.service import SpeechService
+    from bot.speech.speaker import Outcome, Utterance
+    from engine.base import Engine
 
 TTFA_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 
@@ -11,24 +21,24 @@ TTFA_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 class _LiveCollector:
     """Values read from the running services at scrape time."""
 
-    def __init__(self, bot) -> None:
-        self.bot = bot
+    def __init__(self, speech: SpeechService, engine: Engine) -> None:
+        self.speech = speech
+        self.engine = engine
 
-    def collect(self):
-        speech = self.bot.speech
+    def collect(self) -> Iterator[Metric]:
         queue = GaugeMetricFamily("voicebot_queue_length", "Utterances waiting per guild", labels=["guild"])
         connections = GaugeMetricFamily("voicebot_voice_connections", "Active voice connections")
         underruns = CounterMetricFamily("voicebot_underruns", "Silence frames inserted mid-utterance")
         connected = 0
         total_underruns = 0
-        for guild_id, sp in (speech.speakers.items() if speech else []):
+        for guild_id, sp in self.speech.speakers.items():
             queue.add_metric([str(guild_id)], len(sp.pending()))
             connected += sp.connection.is_connected()
             total_underruns += sp.underruns
         connections.add_metric([], connected)
         underruns.add_metric([], total_underruns)
         yield from (queue, connections, underruns)
-        counters = self.bot.engine.stats()
+        counters = self.engine.stats()
         errors = CounterMetricFamily("voicebot_engine_errors", "Engine segment failures", labels=["kind"])
         errors.add_metric(["timeout"], counters.timeouts)
         errors.add_metric(["other"], counters.errors - counters.timeouts)
@@ -43,15 +53,17 @@ class _LiveCollector:
 
 
 class BotMetrics:
-    def __init__(self, bot) -> None:
+    """The bot's Prometheus registry: a speech listener's counts and the live collector above."""
+
+    def __init__(self, speech: SpeechService, engine: Engine) -> None:
         self.registry = CollectorRegistry()
         self.ttfa = Histogram("voicebot_ttfa_seconds", "Request to first audio frame played",
                               buckets=TTFA_BUCKETS, registry=self.registry)
         self.utterances = Counter("voicebot_utterances", "Finished utterances", ["outcome", "kind"],
                                   registry=self.registry)
-        self.registry.register(_LiveCollector(bot))
+        self.registry.register(_LiveCollector(speech, engine))
 
-    def observe(self, _guild_id: int, utt, outcome) -> None:
+    def observe(self, _guild_id: int, utt: Utterance, outcome: Outcome) -> None:
         """A speech listener: count the utterance and record its TTFA."""
         self.utterances.labels(outcome.value, utt.request.kind).inc()
         if utt.ttfa is not None:

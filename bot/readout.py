@@ -12,9 +12,11 @@ import discord
 
 from bot import guild_options
 from bot.catch_up import CatchUp
-from bot.config import ReadoutSettings
+from bot.config import Settings
+from bot.prefs import PrefsService
 from bot.speech.discord_text import speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder
+from bot.speech.service import SpeechService
 from bot.speech.speaker import Outcome, Utterance
 from bot.speech.text import TextOptions, attachment_kind, attachment_phrase
 
@@ -98,10 +100,15 @@ def compose(name: str, body: str, attachment_kinds: list[str], xsaid: bool) -> s
 
 
 class ReadoutService:
-    def __init__(self, bot, settings: ReadoutSettings, command_prefix: str) -> None:
-        self.bot = bot
-        self.settings = settings
-        self.prefixes = tuple(p for p in [*settings.skip_prefixes, command_prefix] if p)
+    """Reads the messages of a guild's readout channels into its voice channel (bot.readout)."""
+
+    def __init__(self, client: discord.Client, speech: SpeechService, prefs: PrefsService, config: Settings) -> None:
+        self.client = client
+        self.speech = speech
+        self.prefs = prefs
+        self.config = config
+        self.settings = settings = config.readout
+        self.prefixes = tuple(p for p in [*settings.skip_prefixes, config.discord.command_prefix] if p)
         self.bucket = TokenBucket(settings.user_burst, settings.user_cooldown_s)
         self._last_author: dict[int, tuple[int, float]] = {}  # guild -> (author, time)
         self._told: dict[tuple[int, int, str], float] = {}
@@ -111,7 +118,7 @@ class ReadoutService:
     async def handle(self, message: discord.Message) -> Decision:
         """Decide and queue; one guild's messages are handled one at a time, so they are read in order."""
         guild = message.guild
-        if guild is None or message.author.id == self.bot.user.id:
+        if guild is None or self.client.user is None or message.author.id == self.client.user.id:
             return Decision(False, Skip.NOT_READOUT)
         content = message.content  # as posted: a later edit changes the cached message, not what is read
         lock = self._locks.setdefault(guild.id, asyncio.Lock())
@@ -119,14 +126,14 @@ class ReadoutService:
             return await self._handle(message, guild, content)
 
     async def _handle(self, message: discord.Message, guild: discord.Guild, content: str) -> Decision:
-        gp = guild_options.effective(await self.bot.prefs.guild(guild.id), self.bot.config)
+        gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
         if message.channel.id not in gp.readout_channel_ids:
             return Decision(False, Skip.NOT_READOUT)
         if (message.author.bot or message.webhook_id is not None) and not gp.read_bots:
             return Decision(False, Skip.BOT)
         if content.startswith(self.prefixes):
             return Decision(False, Skip.PREFIX)
-        if (await self.bot.prefs.user(message.author.id)).opted_out:
+        if (await self.prefs.user(message.author.id)).opted_out:
             return Decision(False, Skip.OPTED_OUT)
         member = message.author if isinstance(message.author, discord.Member) else guild.get_member(message.author.id)
         if gp.required_role_id and (member is None or not any(r.id == gp.required_role_id for r in member.roles)):
@@ -143,7 +150,7 @@ class ReadoutService:
             notify=lambda m, msg=message: self._notify_failure(msg, m),
         )
         try:
-            utt = await self.bot.speech.say(order)
+            utt = await self.speech.say(order)
         except Refusal as exc:
             if exc.reason is Reason.LATE:
                 self.catch_up.skipped(guild.id, message.channel.id, gp.max_delay)
@@ -160,8 +167,8 @@ class ReadoutService:
         text = RATE_LIMITED if exc.reason is Reason.NOT_ADMITTED else str(exc)
         return Decision(False, skip, told=await self._tell(message, tell, text))
 
-    async def _spoken_name(self, message: discord.Message, member) -> str:
-        nick = await self.bot.prefs.spoken_name(message.guild.id, message.author.id)
+    async def _spoken_name(self, message: discord.Message, member: discord.Member | None) -> str:
+        nick = await self.prefs.spoken_name(message.guild.id, message.author.id)
         raw = nick or (member.display_name if member is not None else message.author.display_name)
         options = TextOptions(emoji="skip", max_chars=40)
         return speakable_content(raw, None, options) or "someone"
@@ -196,12 +203,12 @@ class ReadoutService:
             self.catch_up.skipped(guild_id, r.channel_id, r.start_by - r.created_at)
 
     async def _post(self, channel_id: int, text: str) -> None:
-        channel = self.bot.get_channel(channel_id)
+        channel = self.client.get_channel(channel_id)
         if channel is None:
             raise LookupError(f"channel {channel_id} is gone")
         await channel.send(text, allowed_mentions=discord.AllowedMentions.none())
 
     def message_deleted(self, guild_id: int | None, message_id: int) -> bool:
-        if guild_id is None or self.bot.speech is None:
+        if guild_id is None:
             return False
-        return self.bot.speech.remove_message(guild_id, message_id)
+        return self.speech.remove_message(guild_id, message_id)

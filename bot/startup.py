@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
 from bot.app import VoiceBot
 from bot.config import Settings
 from bot.storage.database import Database, upgrade
@@ -27,7 +29,7 @@ async def create_bot(
     *,
     engine: Engine | None = None,
     database: Database | None = None,
-    connector: Callable[[], Any] | None = None,
+    connector: Callable[[], aiohttp.BaseConnector] | None = None,
 ) -> VoiceBot:
     """Upgrade the database, build and warm up the engine (unless given), and make the bot.
 

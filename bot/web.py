@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+if TYPE_CHECKING:
+    import discord
+
+    from bot.metrics import BotMetrics
+
 log = logging.getLogger(__name__)
 
 
-def create_app(bot) -> web.Application:
+def create_app(bot: discord.Client, metrics: BotMetrics) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         ready = bot.is_ready() and not bot.is_closed()
         body = {"status": "ok" if ready else "starting", "guilds": len(bot.guilds),
@@ -18,24 +24,25 @@ def create_app(bot) -> web.Application:
                 "latency_ms": round(bot.latency * 1000, 1) if bot.latency == bot.latency else None}
         return web.json_response(body, status=200 if ready else 503)
 
-    async def metrics(_request: web.Request) -> web.Response:
-        return web.Response(body=bot.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def metrics_route(_request: web.Request) -> web.Response:
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", metrics_route)
     return app
 
 
 class WebServer:
-    def __init__(self, bot, host: str, port: int) -> None:
+    def __init__(self, bot: discord.Client, metrics: BotMetrics, host: str, port: int) -> None:
         self.bot = bot
+        self.metrics = metrics
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> int:
-        self._runner = web.AppRunner(create_app(self.bot), access_log=None)
+        self._runner = web.AppRunner(create_app(self.bot, self.metrics), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

@@ -183,8 +183,9 @@ class EngineStats:
     synthesis_seconds: float
     audio_seconds: float
     abandoned_now: int
-    running: int
-    waiting: int
+    running: int  # segments synthesizing now (the scheduler's)
+    waiting: int  # segments waiting for a slot
+    sessions: int | None = None  # backend sessions in existence, where the backend counts them (Piper)
 
 
 class Engine(Protocol):
@@ -195,6 +196,9 @@ class Engine(Protocol):
     """
 
     info: BackendInfo
+    # a hook for metrics and benchmarks: trace(event, key, segment_index), event "granted" (a segment got its
+    # slot) or "synthesized" (its last chunk was produced); None: not traced
+    trace: Callable[[str, Hashable, int], None] | None
 
     async def warm_up(self) -> None:
         """Load the model and run a tiny synthesis, so the first request is as fast as later ones."""
@@ -234,6 +238,10 @@ class Engine(Protocol):
         At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES). `urgent` segments are
         served before the others (asked-for speech before channel readout); each level is fair across keys.
         """
+        ...
+
+    async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:
+        """The whole utterance at 48 kHz stereo (`stream` collected: the CLI, tests, references)."""
         ...
 
     async def close(self) -> None: ...

@@ -9,10 +9,10 @@ import statistics
 import time
 from dataclasses import dataclass, replace
 
-from engine.base import Voice
-from engine.piper import PiperBackend, bundled_model_path
+from engine.base import Engine, Voice
+from engine.factory import build_engine
+from engine.piper import bundled_model_path
 from engine.settings import EngineSettings, PiperSettings
-from engine.streaming import StreamingEngine
 
 ONE_SENTENCE = "The weather this morning was bright and clear, with a gentle breeze coming in from the west."
 THIRTY_WORDS = (
@@ -56,20 +56,20 @@ class Metric:
         return f"{self.name}: {self.value:.3f} (goal {self.goal}) {'OK' if self.ok else 'MISSED'}{note}"
 
 
-def _settings(workers: int, model: str = "") -> EngineSettings:
+def _settings(workers: int, model: str = "", intra_op: int = 0) -> EngineSettings:
     return EngineSettings(
-        workers=workers, max_concurrency=workers, per_key_limit=1, max_text_chars=5000, piper=PiperSettings(model=model)
+        workers=workers, max_concurrency=workers, per_key_limit=1, max_text_chars=5000,
+        piper=PiperSettings(model=model, intra_op_threads=intra_op),
     )
 
 
-async def _engine(workers: int, model: str, intra_op: int = 0) -> StreamingEngine:
-    backend = PiperBackend(PiperSettings(model=model, intra_op_threads=intra_op), workers=workers)
-    engine = StreamingEngine(backend, _settings(workers, model))
+async def _engine(workers: int, model: str, intra_op: int = 0, **overrides: object) -> Engine:
+    engine = build_engine(replace(_settings(workers, model, intra_op), **overrides))  # type: ignore[arg-type]
     await engine.warm_up()
     return engine
 
 
-async def _stream_times(engine: StreamingEngine, text: str, key: object = "bench",
+async def _stream_times(engine: Engine, text: str, key: object = "bench",
                         voice: Voice = Voice()) -> tuple[float, float, float]:
     """(time to first chunk, time to last chunk, audio seconds)."""
     t0 = time.perf_counter()
@@ -129,7 +129,7 @@ async def bench_latency(model: str, rounds: int) -> list[Metric]:
     ]
 
 
-async def _throughput(engine: StreamingEngine, n: int) -> float:
+async def _throughput(engine: Engine, n: int) -> float:
     """Audio seconds per wall second for n utterances from n keys at once."""
     t0 = time.perf_counter()
     results = await asyncio.gather(*(_stream_times(engine, PARAGRAPH, key=i) for i in range(n)))
@@ -170,18 +170,16 @@ async def bench_scaling(model: str, utterances: int, rounds: int) -> list[Metric
 
 
 async def bench_fairness(model: str, keys: int = 8, per_key: int = 5) -> list[Metric]:
-    engine = await _engine(2, model)
-    events: list[tuple[float, str, object, int]] = []
-    engine.trace = lambda event, key, index: events.append((time.perf_counter(), event, key, index))
     sentence = "This is one short sentence."
     text = " ".join([sentence] * per_key)  # five sentences; the segmenter is told to keep them apart
-    engine.settings = replace(engine.settings, first_segment_chars=len(sentence), max_segment_chars=len(sentence))
+    engine = await _engine(2, model, first_segment_chars=len(sentence), max_segment_chars=len(sentence))
+    events: list[tuple[float, str, object, int]] = []
+    engine.trace = lambda event, key, index: events.append((time.perf_counter(), event, key, index))
     try:
-        segs = engine.segments(text)
-        assert len(segs) == per_key, segs
         await asyncio.gather(*(_stream_times(engine, text, key=k) for k in range(keys)))
     finally:
         await engine.close()
+    assert {i for _, e, _, i in events if e == "granted"} == set(range(per_key)), "one segment per sentence"
     first_done = max(t for t, e, _, i in events if e == "synthesized" and i == 0)
     third_start = min(t for t, e, _, i in events if e == "granted" and i == 2)
     margin = third_start - first_done
@@ -195,7 +193,6 @@ async def bench_fairness(model: str, keys: int = 8, per_key: int = 5) -> list[Me
 
 async def bench_remote(model: str, rounds: int) -> list[Metric]:
     """The remote backend through the engine server (same process, loopback) against the local engine."""
-    from engine.remote import RemoteBackend
     from engine.server import serve_in_background
     from engine.settings import RemoteSettings, ServerSettings
 
@@ -206,7 +203,7 @@ async def bench_remote(model: str, rounds: int) -> list[Metric]:
     rem_wall: list[float] = []
     try:
         async with serve_in_background(served, ServerSettings(port=0)) as url:
-            remote = StreamingEngine(RemoteBackend(RemoteSettings(url=url)), _settings(1, model))
+            remote = build_engine(replace(_settings(1, model), backend="remote", remote=RemoteSettings(url=url)))
             try:
                 await _stream_times(remote, "Warm up.")
                 for n in range(rounds):
@@ -269,12 +266,9 @@ def bench_detection(runs: int = 300) -> list[Metric]:
 
 async def bench_espeak(model: str, rounds: int) -> list[Metric]:
     """eSpeak NG's first frame against Piper's, the same sentence through the same engine (scheduler, framing)."""
-    from engine.catalog import VoiceCatalog
-    from engine.espeak import VOICE_NAME, EspeakBackend
+    from engine.espeak import VOICE_NAME
 
-    backend = PiperBackend(PiperSettings(model=model), workers=1)
-    engine = StreamingEngine(backend, _settings(1, model), catalog=VoiceCatalog(backend, espeak=EspeakBackend()))
-    await engine.warm_up()
+    engine = await _engine(1, model)  # eSpeak NG is in every engine's catalog where it is installed
     voices = {"espeak": Voice(name=VOICE_NAME, language="en"), "piper": Voice(language="en")}
     first: dict[str, list[float]] = {name: [] for name in voices}
     try:

@@ -1,10 +1,10 @@
-"""Builds the configured backend and the StreamingEngine over it."""
+"""Builds the configured backend and the Engine (a StreamingEngine) over it."""
 
 from __future__ import annotations
 
 import importlib
 
-from engine.base import AsyncBackend, Backend, BackendUnavailable
+from engine.base import AsyncBackend, Backend, BackendUnavailable, Engine
 from engine.catalog import VoiceCatalog
 from engine.conversion import with_conversion
 from engine.settings import EngineSettings
@@ -38,7 +38,7 @@ def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
     raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
 
 
-def build_engine(settings: EngineSettings | None = None) -> StreamingEngine:
+def build_engine(settings: EngineSettings | None = None) -> Engine:
     """The configured backend (its registered voices converted when engine.conversion.model is set) with the
     extra Piper voices and eSpeak NG (engine/catalog.py) in one engine."""
     settings = settings or EngineSettings()

@@ -1,4 +1,4 @@
-"""The engine server: OpenAI's speech API over a StreamingEngine, streamed as synthesized (aiohttp).
+"""The engine server: OpenAI's speech API over an Engine (engine/base.py), streamed as synthesized (aiohttp).
 
 `python -m engine serve [--host H] [--port P]`, one process per GPU. Routes:
 
@@ -17,8 +17,8 @@
     are all the default voice (no pitch trick: it would cost a WORLD pass per segment), on a
     multi-speaker model each name is one of its speakers.
 - `POST /v1/voices` multipart `file` (WAV/FLAC/Ogg/MP3, at most max_upload_bytes), `name`,
-  `transcript` -> `{"id", "name", ...}`, registered by engine.registration.register_clip off the
-  loop and kept in a VoiceStore folder (an LRU); `GET /v1/voices` lists them. The id is the content's
+  `transcript` -> `{"id", "name", ...}`, registered by the engine's `register` (off the loop) and kept
+  in a VoiceStore folder (an LRU); `GET /v1/voices` lists them. The id is the content's
   (clip + transcript, per tenant): a server that lacks a voice answers 404 `voice_not_found` and a
   client uploads the clip again (engine/remote.py does), so a fleet shares no voice state.
 - `GET /healthz` (no auth) -> `{"status": "ok"}` only; `GET /v1/status` (auth) -> `{"status", "backend",
@@ -48,8 +48,8 @@ import signal
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +57,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from engine.base import EngineError, SynthesisTimeout, TextRejected, Voice
+from engine.base import Engine, EngineError, SynthesisTimeout, TextRejected, Voice
 from engine.encoders import OPUS_RATE, encoder_for
 from engine.server_auth import Tenants, parse_keys, voice_id_for_tenant
 from engine.settings import EngineSettings, ServerSettings
-from engine.streaming import StreamingEngine
 from engine.voice_store import StoredVoice, VoiceStore, VoiceStoreFull, clean_name, content_id, is_voice_id
 
 log = logging.getLogger(__name__)
@@ -83,7 +82,7 @@ OPEN_PATHS = frozenset({"/healthz"})
 TENANT = web.RequestKey("tenant", str)  # set by the auth middleware on every authenticated request
 
 # A registrar turns an upload (bytes, transcript) into (features for this backend, FLAC of the clip).
-Registrar = Callable[[bytes, str], tuple[bytes, bytes]]
+Registrar = Callable[[bytes, str], Awaitable[tuple[bytes, bytes]]]
 
 
 class ApiError(Exception):
@@ -188,7 +187,7 @@ def _too_large(limit: int) -> ApiError:
 
 
 class _Metrics:
-    def __init__(self, engine: StreamingEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("engine_server_requests", "HTTP requests by route and status",
                                 ("route", "status"), registry=self.registry)
@@ -202,17 +201,19 @@ class _Metrics:
 
 
 class _EngineCollector:
-    """The engine's own counters and scheduler state, read at scrape time."""
+    """The engine's running totals and its scheduler's state (Engine.stats()), read at scrape time."""
 
-    def __init__(self, engine: StreamingEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def collect(self) -> Any:
-        for name, value in self.engine.counters.snapshot().items():
-            yield GaugeMetricFamily(f"engine_{name}", f"StreamingEngine counter {name}", value=float(value))
-        stats = self.engine.scheduler.stats()
-        yield GaugeMetricFamily("engine_scheduler_running", "Segments synthesizing now", value=stats.running)
-        yield GaugeMetricFamily("engine_scheduler_waiting", "Segments waiting for a slot", value=sum(stats.waiting.values()))
+        totals = asdict(self.engine.stats())
+        running, waiting = totals.pop("running"), totals.pop("waiting")
+        totals.pop("sessions")  # for soaks, in /v1/status
+        for name, value in totals.items():
+            yield GaugeMetricFamily(f"engine_{name}", f"Engine counter {name}", value=float(value))
+        yield GaugeMetricFamily("engine_scheduler_running", "Segments synthesizing now", value=running)
+        yield GaugeMetricFamily("engine_scheduler_waiting", "Segments waiting for a slot", value=waiting)
 
 
 def _bearer(request: web.Request) -> str | None:
@@ -235,21 +236,18 @@ def api_keys_from_env(settings: ServerSettings) -> str | None:
     return ",".join(keys) or None
 
 
-def registrar_for(engine: StreamingEngine, settings: ServerSettings) -> Registrar:
-    """The default registrar: engine.registration.register_clip for this engine's backend."""
+def registrar_for(engine: Engine, settings: ServerSettings) -> Registrar:
+    """The default registrar: the engine's own `register` (its backend derives the features)."""
 
-    def register(data: bytes, transcript: str) -> tuple[bytes, bytes]:
-        from engine.registration import register_clip
-
-        reg = register_clip(data, transcript, [engine.backend], engine.settings,  # type: ignore[list-item]
-                            max_bytes=settings.max_upload_bytes)
+    async def register(data: bytes, transcript: str) -> tuple[bytes, bytes]:
+        reg = await engine.register(data, transcript, max_bytes=settings.max_upload_bytes)
         return reg.features.get((engine.info.name, engine.info.version), b""), reg.flac
 
     return register
 
 
 def create_app(
-    engine: StreamingEngine,
+    engine: Engine,
     settings: ServerSettings,
     *,
     api_key: str | None,
@@ -440,7 +438,7 @@ def create_app(
             if known is not None:  # a client giving this server a voice it already holds: no work again
                 return web.json_response(known.public())
             try:
-                features, flac = await asyncio.to_thread(register, data, transcript)
+                features, flac = await register(data, transcript)
             except EngineError as exc:  # ClipRejected, TextRejected: the message says what to do
                 raise ApiError(400, str(exc), code="invalid_clip", param="file") from exc
             from engine.registration import clean_transcript
@@ -463,7 +461,7 @@ def create_app(
             "status": "ok", "backend": info.name, "version": info.version, "sample_rate": info.sample_rate,
             "clones": info.clones, "voices": list(info.voices), "languages": list(info.languages),
             "pcm_rate": OPENAI_RATE, "registered_voices": len(store),
-            "active_streams": active, "sessions": getattr(engine.backend, "sessions_alive", None),  # for soaks
+            "active_streams": active, "sessions": engine.stats().sessions,  # for soaks
         })
 
     async def metrics_route(request: web.Request) -> web.Response:
@@ -561,7 +559,7 @@ def tls_context(settings: ServerSettings) -> ssl.SSLContext | None:
 
 @contextlib.asynccontextmanager
 async def serve_in_background(
-    engine: StreamingEngine,
+    engine: Engine,
     settings: ServerSettings | None = None,
     *,
     api_key: str | None = None,

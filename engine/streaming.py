@@ -473,7 +473,8 @@ class StreamingEngine:
 
     def stats(self) -> EngineStats:
         sched = self.scheduler.stats()
-        return EngineStats(**self.counters.snapshot(), running=sched.running, waiting=sum(sched.waiting.values()))
+        return EngineStats(**self.counters.snapshot(), running=sched.running, waiting=sum(sched.waiting.values()),
+                           sessions=getattr(self.backend, "sessions_alive", None))
 
     async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:
         """The whole utterance at 48 kHz stereo (for the CLI and tests)."""

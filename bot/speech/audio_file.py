@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import discord
 
 from bot.errors import UserError
-from engine.base import Engine, EngineError, Voice
+from engine.base import AudioChunk, Engine, EngineError, Voice
 from engine.encoders import OPUS_RATE, ogg_opus
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class AudioFiles:
         return data
 
 
-async def _pcm(stream) -> AsyncIterator[bytes]:
+async def _pcm(stream: AsyncIterator[AudioChunk]) -> AsyncIterator[bytes]:
     async for chunk in stream:
         yield chunk.pcm
 

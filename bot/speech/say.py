@@ -65,13 +65,17 @@ class SayOrder:
     expected_wait: float = 0.0  # set when queued: seconds until it should start playing
 
 
-def author_channel(author: discord.Member | discord.User):
+VocalChannel = discord.VoiceChannel | discord.StageChannel  # a channel the bot can speak in
+
+
+def author_channel(author: discord.Member | discord.User) -> VocalChannel | None:
     """The voice channel the author is in, or None."""
     voice = getattr(author, "voice", None)
     return voice.channel if voice is not None else None
 
 
-def check_in_channel(author: discord.Member | discord.User, bot_channel, required: bool) -> None:
+def check_in_channel(author: discord.Member | discord.User, bot_channel: VocalChannel | None,
+                     required: bool) -> None:
     """With the guild's require_voice on, only members in the bot's voice channel make it speak there."""
     mine = author_channel(author)
     if required and bot_channel is not None and (mine is None or mine.id != bot_channel.id):

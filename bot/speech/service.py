@@ -171,7 +171,7 @@ class SpeechService:
             voice = await self.languages.voice_for(body, voice, order.author.id, gp.language)
         return gp, text, voice
 
-    def _spoken(self, order: SayOrder, gp, words: dict[str, str]) -> tuple[str, str]:
+    def _spoken(self, order: SayOrder, gp: GuildPrefs, words: dict[str, str]) -> tuple[str, str]:
         """(what is spoken, its body without the readout frame)."""
         s = self.settings
         # the binding limit: a readout message is cut at the guild's max_length (never above the bot's
@@ -186,7 +186,7 @@ class SpeechService:
             raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
         return text, body
 
-    async def _place(self, order: SayOrder, gp) -> None:
+    async def _place(self, order: SayOrder, gp: GuildPrefs) -> None:
         """Be in a voice channel the order may use, joining the author's when allowed."""
         guild_id = order.guild.id
         if not self.is_connected(guild_id):

@@ -12,9 +12,9 @@ from functools import lru_cache
 
 from bot.config import SpeechSettings
 from bot.speech.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
+from bot.speech.more import MORE
 from engine.segment import MAX_COMBINING_RUN as MAX_MARKS
 
-MORE = ", and more"  # spoken after text cut by max_chars
 DISCORD_MAX_CHARS = 4000  # the longest message Discord sends (Nitro)
 CODE_READ_MAX = 30  # inline code up to this long is read; longer is "code"
 NAME_MAX = 100  # display, role, channel and emoji names are cut to this

@@ -19,8 +19,7 @@ ReadoutChannel = discord.TextChannel | discord.VoiceChannel | discord.StageChann
 class ReadoutCog(commands.Cog):
     def __init__(self, bot) -> None:
         self.bot = bot
-        c = bot.config
-        self.service = ReadoutService(bot, c.readout, c.discord.command_prefix)
+        self.service = ReadoutService(bot, bot.speech, bot.prefs, bot.config)
         bot.readout = self.service
         bot.speech.listeners.append(self.service.on_utterance)
 

@@ -11,8 +11,27 @@ from bot.config import VoiceSettings
 from bot.prefs import PrefsService
 from bot.storage.database import Database, upgrade
 from bot.voices import VoiceService
+from engine.base import Engine
 from engine.factory import build_engine
+from engine.registration import Registration
 from tests.e2e.test_voices import FIT, espeak_clip
+
+
+class Upgraded:
+    """Test double: the same engine after a model change, as the bot sees it through the Engine protocol (a new
+    backend version, whose features registration derives anew)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.info = dataclasses.replace(engine.info, version=engine.info.version + "+upgraded")
+
+    async def register(self, data: bytes, transcript: str, *, max_bytes: int) -> Registration:
+        reg = await self.engine.register(data, transcript, max_bytes=max_bytes)
+        blob = reg.features[(self.engine.info.name, self.engine.info.version)]
+        return dataclasses.replace(reg, features={(self.info.name, self.info.version): blob})
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.engine, name)
 
 
 @pytest.fixture
@@ -31,8 +50,8 @@ async def test_new_backend_version_derives_features_once_from_the_stored_clip(se
     info = await service.register(42, "mine", espeak_clip(), FIT)
     voice = await service.resolve(42, None, "mine")
     assert voice.profile is not None and voice.profile.voice_id == info.id
-    old = service.engine.backend.info
-    service.engine.backend.info = dataclasses.replace(old, version=old.version + "+upgraded")
+    old = service.engine.info
+    engine, service.engine = service.engine, Upgraded(service.engine)
     try:
         service._profiles.clear()
         again = await service.resolve(42, None, "mine")
@@ -47,7 +66,7 @@ async def test_new_backend_version_derives_features_once_from_the_stored_clip(se
         await service.resolve(42, None, "mine")
         assert calls == []  # stored now: never derived again
     finally:
-        service.engine.backend.info = old
+        service.engine = engine
 
 
 async def test_names_with_path_separators_or_markup_are_refused(service):

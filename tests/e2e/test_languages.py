@@ -93,7 +93,7 @@ async def german_bot(sb, demo, tmp_path):
 
 async def test_a_dropped_piper_voice_speaks_german_and_espeak_french(sb, demo, german_bot):
     bot = german_bot
-    assert bot.engine.languages()["de"] == "German" and GERMAN_VOICE in bot.engine.catalog.extras
+    assert bot.engine.languages()["de"] == "German" and bot.engine.route(Voice(), "de").name == GERMAN_VOICE
     await enable_readout(sb, demo)
     await join(sb, demo)
     await set_language(sb, demo, "auto")

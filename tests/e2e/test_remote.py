@@ -42,7 +42,7 @@ async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
             try:
                 assert running.bot.engine.info.name == "remote"
                 heard = await heard_say(sb, demo, TEXT)
-                served_segments = server_engine.counters.segments_done
+                served_segments = server_engine.stats().segments_done
                 assert served_segments >= 1  # the speech really came from the server's engine
                 # the heard speech is the server engine's rendering (a stutter would break the envelope)
                 voice = Voice()
@@ -78,12 +78,12 @@ async def test_the_remote_backend_speaks_the_languages_of_its_servers_voices(sb,
                 assert engine.route(Voice(), "de").name == Voice().name  # the server's voice
                 assert engine.route(Voice(), "fr").name == ESPEAK
                 assert await set_language(sb, demo, "auto") == "language is now auto (detected per message)."
-                served = server_engine.counters.segments_done
+                served = server_engine.stats().segments_done
                 german = await heard_say(sb, demo, GERMAN)
-                assert server_engine.counters.segments_done > served  # spoken by the server
-                served = server_engine.counters.segments_done
+                assert server_engine.stats().segments_done > served  # spoken by the server
+                served = server_engine.stats().segments_done
                 french = await heard_say(sb, demo, FRENCH)
-                assert server_engine.counters.segments_done == served  # spoken here, by eSpeak NG
+                assert server_engine.stats().segments_done == served  # spoken here, by eSpeak NG
                 assert rms(german) > 0.02 and rms(french) > 0.02
             finally:
                 await running.stop()

@@ -231,16 +231,16 @@ async def test_closing_the_stream_stops_conversion(piper_backend, model_path) ->
         await stream.__anext__()
         await stream.aclose()
         for _ in range(20):  # a slot granted as the stream closed is given back on the loop's next turns
-            if engine.scheduler.stats().running == 0:
+            if engine.stats().running == 0:
                 break
             await asyncio.sleep(0.01)
-        assert engine.scheduler.stats().running == 0
+        assert engine.stats().running == 0
         begun = len(counting.tokens)
         await asyncio.sleep(1.0)
         assert len(counting.tokens) <= begun + 1  # at most the piece in flight finishes; nothing new starts
         assert begun < len(engine.segments(text))
         assert all(t.cancelled for t in counting.tokens)
-        assert engine.counters.cancelled == 1
+        assert engine.stats().cancelled == 1
         after = [c async for c in engine.stream("Next one.", voice, key="h")]
         assert after and after[-1].final
     finally:

@@ -13,7 +13,7 @@ import soundfile as sf
 import soxr
 
 from engine import embedding
-from engine.base import Voice, VoiceProfile
+from engine.base import Engine, Voice, VoiceProfile
 from engine.factory import build_engine
 from engine.remote_voice import RemoteVoice
 from engine.server import registrar_for, serve_in_background
@@ -34,7 +34,7 @@ async def local(piper_backend):
     await eng.close()
 
 
-def _remote(url: str) -> StreamingEngine:
+def _remote(url: str) -> Engine:
     return build_engine(EngineSettings(backend="remote", remote=RemoteSettings(url=url)))
 
 
@@ -75,10 +75,10 @@ async def test_ids_are_the_content_and_a_known_upload_is_not_registered_again(lo
     real = registrar_for(local, ServerSettings())
     calls = 0
 
-    def counting(data: bytes, transcript: str) -> tuple[bytes, bytes]:
+    async def counting(data: bytes, transcript: str) -> tuple[bytes, bytes]:
         nonlocal calls
         calls += 1
-        return real(data, transcript)
+        return await real(data, transcript)
 
     async def upload(s: aiohttp.ClientSession, url: str, transcript: str) -> dict:
         form = aiohttp.FormData()

@@ -94,10 +94,9 @@ def engine_with_voices(tmp_path_factory):
 
 
 def test_a_dropped_piper_voice_speaks_the_language_its_json_names(engine_with_voices):
-    catalog: VoiceCatalog = engine_with_voices.catalog
-    assert list(catalog.extras) == ["de_DE-joe-medium"]
-    assert catalog.extras["de_DE-joe-medium"].info.languages == ("de",)
-    assert catalog.default_language == "en"
+    # the broken .onnx beside it was skipped: the engine was built all the same
+    assert engine_with_voices.route(Voice(), "de") == Voice(name="de_DE-joe-medium", language="de")
+    assert engine_with_voices.info.languages[0] == "en"
     langs = engine_with_voices.languages()
     assert {"en", "de", "fr", "zh", "ja"} <= set(langs) and langs["de"] == "German"
 
@@ -123,14 +122,14 @@ async def test_espeak_and_the_dropped_voice_stream_through_the_engine(engine_wit
         assert chunks[-1].final and all(len(c.pcm) % FRAME_BYTES == 0 for c in chunks)
         pcm = np.frombuffer(b"".join(c.pcm for c in chunks), dtype="<i2").astype(np.float32) / 32768
         rms_dbfs = 20 * np.log10(np.sqrt(np.mean(pcm ** 2)))
-        assert abs(rms_dbfs - e.settings.loudness_target_dbfs) < 3.0, (voice.name, rms_dbfs)  # the same loudness
+        assert abs(rms_dbfs - EngineSettings().loudness_target_dbfs) < 3.0, (voice.name, rms_dbfs)  # the same loudness
         assert len(pcm) / 2 / 48_000 > 1.5
 
 
 def test_without_espeak_routing_keeps_the_chosen_voice():
     engine = build_engine(EngineSettings(workers=1, espeak=EspeakSettings(enabled=False)))
     try:
-        assert engine.catalog.espeak is None and "fr" not in engine.languages()
+        assert "fr" not in engine.languages()  # no eSpeak NG
         assert engine.route(Voice(), "fr") == Voice(language="fr")
     finally:
         asyncio.run(engine.close())
@@ -139,7 +138,7 @@ def test_without_espeak_routing_keeps_the_chosen_voice():
 def test_a_missing_espeak_command_turns_the_backend_off_with_a_warning(caplog):
     engine = build_engine(EngineSettings(workers=1, espeak=EspeakSettings(command="no-such-espeak")))
     try:
-        assert engine.catalog.espeak is None
+        assert "fr" not in engine.languages()  # no eSpeak NG
         assert "no-such-espeak is not installed" in caplog.text
     finally:
         asyncio.run(engine.close())

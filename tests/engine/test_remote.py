@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from engine.base import DISCORD_RATE, BackendInfo, EngineError, SynthesisTimeout, TextRejected, Voice, VoiceProfile
+from engine.base import (
+    DISCORD_RATE, BackendInfo, Engine, EngineError, SynthesisTimeout, TextRejected, Voice, VoiceProfile,
+)
 from engine.factory import build_engine
 from engine.remote import RemoteBackend
 from engine.remote_voice import RemoteVoice
@@ -39,7 +41,7 @@ async def server(local):
         yield url
 
 
-def _remote(url: str, **kw: object) -> StreamingEngine:
+def _remote(url: str, **kw: object) -> Engine:
     return build_engine(EngineSettings(backend="remote", remote=RemoteSettings(url=url, **kw)))  # type: ignore[arg-type]
 
 
@@ -66,14 +68,15 @@ def _free_port() -> int:
 
 
 async def test_remote_audio_matches_local_synthesis(local, server) -> None:
-    remote = _remote(server)
+    remote, backend = _remote(server), RemoteBackend(RemoteSettings(url=server))
     try:
         assert remote.info.name == "remote" and remote.info.sample_rate == DISCORD_RATE
         via_server = await remote.synthesize_all(TEXT, Voice())
         direct = await local.synthesize_all(TEXT, Voice())
-        health = await remote.backend.health()  # type: ignore[union-attr]
+        health = await backend.health()
     finally:
         await remote.close()
+        await backend.aclose()
     assert health["backend"] == "piper"
     assert len(via_server) % 3840 == 0  # whole 20 ms frames at 48 kHz stereo
     ratio = len(via_server) / len(direct)
@@ -83,17 +86,18 @@ async def test_remote_audio_matches_local_synthesis(local, server) -> None:
 
 
 async def test_speed_and_rejections_pass_through(server) -> None:
-    remote = _remote(server)
+    remote, backend = _remote(server), RemoteBackend(RemoteSettings(url=server))
     try:
         normal = len(await remote.synthesize_all("The quick brown fox jumps over the lazy dog.", Voice()))
         fast = len(await remote.synthesize_all("The quick brown fox jumps over the lazy dog.", Voice(speed=2.0)))
         with pytest.raises(EngineError, match="does not offer that voice"):
             await remote.synthesize_all("Hello.", Voice(name="nobody"))
-        agen = remote.backend.astream("!!!", Voice())  # type: ignore[union-attr]
+        agen = backend.astream("!!!", Voice())  # the server's refusal as the backend sees it
         with pytest.raises(TextRejected, match="nothing to say"):
             await agen.__anext__()
     finally:
         await remote.close()
+        await backend.aclose()
     assert 0.35 < fast / normal < 0.7
 
 
@@ -278,25 +282,26 @@ async def test_plain_openai_server_24k_without_rate_header_is_resampled() -> Non
 async def test_register_through_the_remote_backend_then_speak_with_it(local, tmp_path) -> None:
     uploads: list[tuple[bytes, str]] = []
 
-    def fake_registrar(data: bytes, transcript: str) -> tuple[bytes, bytes]:  # test double: no analysis
+    async def fake_registrar(data: bytes, transcript: str) -> tuple[bytes, bytes]:  # test double: no analysis
         uploads.append((data, transcript))
         return b"", b"flac:" + data[:64]
 
     store = VoiceStore(tmp_path)
     async with serve_in_background(local, ServerSettings(port=0), voice_store=store, registrar=fake_registrar) as url:
-        remote = _remote(url)
+        remote, backend = _remote(url), RemoteBackend(RemoteSettings(url=url))
         try:
             clip = (0.1 * np.sin(np.arange(48000) / 10)).astype(np.float32)
-            blob = await asyncio.to_thread(remote.backend.extract_features, clip, 16000, "hello world")  # type: ignore[union-attr]
+            blob = await asyncio.to_thread(backend.extract_features, clip, 16000, "hello world")
             registered = RemoteVoice.from_blob(blob)
             assert registered is not None and registered.flac == uploads[0][0]  # the blob keeps what was uploaded
             vid = registered.voice_id
             assert store.get(vid) is not None and uploads[0][1] == "hello world" and uploads[0][0][:4] == b"fLaC"
             profile = VoiceProfile(voice_id="bot-42", backend="remote", backend_version=remote.info.version, features=blob)
-            assert remote.backend.voice_field(Voice(profile=profile)) == vid  # type: ignore[union-attr]
+            assert backend.voice_field(Voice(profile=profile)) == vid
             pcm = await remote.synthesize_all("Hello from a registered voice.", Voice(profile=profile))
             assert len(pcm) > STEREO_BYTES_PER_S // 2
             piper_profile = VoiceProfile("bot-7", "piper", "x", b"{}")
-            assert remote.backend.voice_field(Voice(profile=piper_profile)) == "default"  # type: ignore[union-attr]
+            assert backend.voice_field(Voice(profile=piper_profile)) == "default"
         finally:
             await remote.close()
+            await backend.aclose()

@@ -91,7 +91,7 @@ async def _speak(s: aiohttp.ClientSession, url: str, key: str, voice: str) -> in
 
 
 async def test_each_key_is_a_tenant_with_its_own_voices(engine, tmp_path) -> None:
-    clip = await asyncio.to_thread(_reference_wav, engine)
+    clip = await _reference_wav(engine)
     store = VoiceStore(tmp_path / "voices")
     settings = ServerSettings(port=0, max_input_chars=600, max_upload_bytes=2_000_000)
     async with serve_in_background(engine, settings, api_key="alice-key,bob-key", voice_store=store) as url, \

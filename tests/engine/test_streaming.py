@@ -158,11 +158,11 @@ async def test_real_piper_skip_frees_slot_and_terminates_inference(piper_backend
         await agen.__anext__()  # first segment heard; the long one is synthesizing now
         await asyncio.sleep(0.05)
         await agen.aclose()
-        assert engine.scheduler.stats().running == 0  # freed at once
+        assert engine.stats().running == 0  # freed at once
         t0 = time.monotonic()
-        while engine.counters.abandoned_now and time.monotonic() - t0 < 60:
+        while engine.stats().abandoned_now and time.monotonic() - t0 < 60:
             await asyncio.sleep(0.01)
-        assert engine.counters.abandoned_now == 0
+        assert engine.stats().abandoned_now == 0
         # RunOptions.terminate stopped onnxruntime: the abandoned call ended well before a full synthesis
         assert time.monotonic() - t0 < 0.5 * full, (time.monotonic() - t0, full)
         chunks = await _collect(engine, "Next one.", key="b")
@@ -183,7 +183,7 @@ async def test_segments_stream_in_order_and_one_ahead() -> None:
         await engine.close()
     assert [c.segment for c in chunks] == sorted(c.segment for c in chunks)
     assert backend.calls == engine.segments(SIX_SENTENCES)
-    assert engine.counters.segments_done == len(backend.calls)
+    assert engine.stats().segments_done == len(backend.calls)
     total = sum(c.duration for c in chunks)
     assert abs(total - 0.5 * len(backend.calls)) < 0.03
 
@@ -195,8 +195,8 @@ async def test_segment_timeout_raises_and_frees_the_slot() -> None:
         with pytest.raises(SynthesisTimeout):
             await _collect(engine, "Too slow.")
         assert time.monotonic() - t0 < 2.5  # the timeout ended it, not the backend's 3 s
-        assert engine.scheduler.stats().running == 0
-        assert engine.counters.timeouts == 1
+        assert engine.stats().running == 0
+        assert engine.stats().timeouts == 1
     finally:
         await engine.close()
 
@@ -208,15 +208,15 @@ async def test_stuck_calls_are_bounded() -> None:
     try:
         with pytest.raises(SynthesisTimeout):
             await _collect(engine, "one.", key="a")
-        assert engine.counters.abandoned_now == 1 and engine.scheduler.stats().running == 0
+        assert engine.stats().abandoned_now == 1 and engine.stats().running == 0
         with pytest.raises(SynthesisTimeout):
             await _collect(engine, "two.", key="b")
-        assert engine.scheduler.stats().running == 1  # over the bound: held until the thread returns
+        assert engine.stats().running == 1  # over the bound: held until the thread returns
         backend.release.set()
         t0 = time.monotonic()
-        while (engine.scheduler.stats().running or engine.counters.abandoned_now) and time.monotonic() - t0 < 5:
+        while (engine.stats().running or engine.stats().abandoned_now) and time.monotonic() - t0 < 5:
             await asyncio.sleep(0.01)
-        assert engine.scheduler.stats().running == 0 and engine.counters.abandoned_now == 0
+        assert engine.stats().running == 0 and engine.stats().abandoned_now == 0
         assert await _collect(engine, "three.", key="c")
     finally:
         backend.release.set()
@@ -224,16 +224,17 @@ async def test_stuck_calls_are_bounded() -> None:
 
 
 async def test_cancelling_the_consumer_task_frees_slots_for_others() -> None:
-    engine = StreamingEngine(FakeToneBackend(delay=2.0), _settings(max_concurrency=1))
+    backend = FakeToneBackend(delay=2.0)
+    engine = StreamingEngine(backend, _settings(max_concurrency=1))
     try:
         slow = asyncio.create_task(_collect(engine, SIX_SENTENCES, key="a"))
         await asyncio.sleep(0.1)
         slow.cancel()
         with pytest.raises(asyncio.CancelledError):
             await slow
-        assert engine.scheduler.stats().running == 0
-        assert engine.scheduler.stats().waiting == {}
-        engine.backend.delay = 0.0
+        assert engine.stats().running == 0
+        assert engine.stats().waiting == 0
+        backend.delay = 0.0
         assert await asyncio.wait_for(_collect(engine, "Quick.", key="b"), 2)
     finally:
         await engine.close()
@@ -244,7 +245,7 @@ async def test_backend_error_fails_one_request_only() -> None:
     try:
         with pytest.raises(EngineError, match="failed"):
             await _collect(engine, "This is bad.")
-        assert engine.counters.errors == 1 and engine.scheduler.stats().running == 0
+        assert engine.stats().errors == 1 and engine.stats().running == 0
         assert await _collect(engine, "This is fine.")
     finally:
         await engine.close()
