@@ -35,6 +35,7 @@ WARP_RANGE = (0.75, 1.35)
 LOG_F0_RANGE = (math.log(50.0), math.log(500.0))
 LOG_F0_STD_RANGE = (0.02, 0.6)
 RATE_RANGE = (0.75, 1.35)
+ENV_STRENGTH_MAX = 1.5  # past the reference speaker's statistics (a caricature) when the fit finds it closer
 _CACHE_SIZE = 64
 
 
@@ -80,7 +81,7 @@ class MatchProfile:
         return cls(
             env_src=env_src,
             env_dst=env_dst,
-            env_strength=_clamp(values["env_strength"], 0.0, 1.0) if env_src and env_dst else 0.0,
+            env_strength=_clamp(values["env_strength"], 0.0, ENV_STRENGTH_MAX) if env_src and env_dst else 0.0,
             ap_shift_db=_clamp(values["ap_shift_db"], *envelope.AP_SHIFT_DB),
             rate=_clamp(values["rate"], *RATE_RANGE),
             target_lf0_mean=_clamp(values["target_lf0_mean"], *LOG_F0_RANGE),
@@ -350,11 +351,11 @@ def calibrate(synthesize_reference_fn: SynthesizeFn, text: str = CALIBRATION_TEX
     )
 
 
-def speaking_rate(phonemes: int, speech_s: float, calibration_phonemes: int, calibration: Calibration) -> float:
-    """The clip's phonemes per speaking second over the default voice's, within RATE_RANGE (1.0 unknown)."""
-    if phonemes < 20 or speech_s <= 0.0 or calibration_phonemes <= 0 or calibration.speech_s <= 0.0:
+def speaking_rate(phonemes: int, speech_s: float, default_phonemes: int, default_speech_s: float) -> float:
+    """The clip's phonemes per speaking second over the default voice's, within RATE_RANGE (1.0: unknown)."""
+    if phonemes < 20 or speech_s <= 0.0 or default_phonemes <= 0 or default_speech_s <= 0.0:
         return 1.0
-    return _clamp((phonemes / speech_s) / (calibration_phonemes / calibration.speech_s), *RATE_RANGE)
+    return _clamp((phonemes / speech_s) / (default_phonemes / default_speech_s), *RATE_RANGE)
 
 
 def estimate_profile(

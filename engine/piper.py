@@ -93,8 +93,10 @@ def load_model(path: str) -> PiperModel:
 # Part of the backend version: bump it when voice-matching profiles change meaning, and every stored
 # voice's profile is derived again from its clip on first use.
 MATCHING_VERSION = "match 3 (envelope)"
-# The conversion parts (engine.matching.PARTS) registration fits; bench/voices.py --ablation measured each.
-MATCHING_PARTS = frozenset({"f0", "warp", "envelope", "aperiodicity", "rate"})
+# The conversion parts (engine.matching.PARTS) registration fits; bench/voices.py --ablation measures each.
+# Aperiodicity and speaking rate did not pay: neither moved identification on the bench's 10 speakers, and
+# the rate (those speakers talk ~25 % slower than Piper) made the first segment longer to synthesize.
+MATCHING_PARTS = frozenset({"f0", "warp", "envelope"})
 
 
 def _piper_version() -> str:
@@ -309,7 +311,7 @@ class PiperBackend:
         with self._voices.lease() as pv:
             phonemes = self._count_phonemes(pv, transcript)
             calibration_phonemes = self._count_phonemes(pv, CALIBRATION_TEXT)
-        rate = speaking_rate(phonemes, speech_seconds(clip, sample_rate), calibration_phonemes, calibration)
+        rate = speaking_rate(phonemes, speech_seconds(clip, sample_rate), calibration_phonemes, calibration.speech_s)
         profile = estimate_profile(clip, sample_rate, calibration=calibration, reference_embedding=reference_embedding,
                                    parts=self.matching_parts, rate=rate)
         return profile.to_bytes()
