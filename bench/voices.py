@@ -19,8 +19,9 @@ for a registered voice with the bundled voice's, same engine, same text.
 
     python bench/voices.py [--speakers N] [--ablation]
 
---ablation also registers every speaker with each conversion part left out (engine.matching.PARTS) and with
-only today's pitch and formant warp, and prints what each part adds.
+--ablation also registers every speaker with each shipped conversion part left out, with each part that is not
+shipped added (engine.matching.PARTS, engine.piper.MATCHING_PARTS), and with only the pitch and formant warp of
+before, and prints what each part adds.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ GOAL_GAIN = 0.25
 GOAL_WER = 1.05
 GOAL_TTFA = 1.5
 RATE = 16_000
+BEFORE = frozenset({"f0", "warp"})  # voice matching before engine/voices: pitch and a formant warp
 
 
 def ensure_voices() -> None:
@@ -271,10 +273,12 @@ def ablation(backend: PiperBackend, speakers: list[Speaker], default: np.ndarray
              judged: dict[str, Callable[[np.ndarray], np.ndarray]], full: Scores,
              word_errors: Callable[[list[tuple[str, np.ndarray]]], float]) -> None:
     """Register every speaker without each shipped part, with each part not shipped, and with only pitch and
-    warp (before engine.voices), and print the scores and WER ratios with the change from the shipped set."""
-    variants = [(f"without {p}", MATCHING_PARTS - {p}) for p in sorted(MATCHING_PARTS)]
+    warp (BEFORE), and print the scores and WER ratios with the change from the shipped set."""
+    variants = [(f"without {p}" + (" (before)" if MATCHING_PARTS - {p} == BEFORE else ""), MATCHING_PARTS - {p})
+                for p in sorted(MATCHING_PARTS)]
     variants += [(f"with {p}", MATCHING_PARTS | {p}) for p in sorted(PARTS - MATCHING_PARTS)]
-    variants.append(("pitch+warp only (before)", frozenset({"f0", "warp"})))
+    if BEFORE not in [parts for _, parts in variants]:
+        variants.append(("pitch+warp only (before)", BEFORE))
     names = list(judged)
     print("ablation (top1 and gain per judge, and the change from the shipped parts: "
           + ", ".join(f"{n} {full.top1[n]:.1f} {full.gain[n]:+.3f}" for n in names) + f"; wer {full.wer:.2f})")
