@@ -19,9 +19,9 @@ for a registered voice with the bundled voice's, same engine, same text.
 
     python bench/voices.py [--speakers N] [--ablation]
 
---ablation also registers every speaker with each shipped conversion part left out, with each part that is not
-shipped added (engine.matching.PARTS, engine.piper.MATCHING_PARTS), and with only the pitch and formant warp of
-before, and prints what each part adds.
+--ablation also registers every speaker with each shipped conversion part left out, with each part that is
+not shipped added (engine.matching.PARTS, SHIPPED_PARTS), and with only the pitch and formant warp of before,
+and prints what each part adds.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import embedding  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.bench import _stream_times  # noqa: E402
-from engine.matching import PARTS  # noqa: E402
-from engine.piper import MATCHING_PARTS, PiperBackend  # noqa: E402
+from engine.matching import PARTS, SHIPPED_PARTS  # noqa: E402
+from engine.piper import PiperBackend  # noqa: E402
 from engine.registration import Registration, register_clip, synthesize_default  # noqa: E402
 from engine.settings import EngineSettings, PiperSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
@@ -202,7 +202,7 @@ def register(backend: PiperBackend, speakers: list[Speaker], parts: frozenset[st
         start = time.perf_counter()
         regs.append(register_clip(s.clip, FIT_TEXT, [backend]))
         took.append(time.perf_counter() - start)
-    backend.matching_parts = MATCHING_PARTS
+    backend.matching_parts = None
     return regs, took
 
 
@@ -274,9 +274,9 @@ def ablation(backend: PiperBackend, speakers: list[Speaker], default: np.ndarray
              word_errors: Callable[[list[tuple[str, np.ndarray]]], float]) -> None:
     """Register every speaker without each shipped part, with each part not shipped, and with only pitch and
     warp (BEFORE), and print the scores and WER ratios with the change from the shipped set."""
-    variants = [(f"without {p}" + (" (before)" if MATCHING_PARTS - {p} == BEFORE else ""), MATCHING_PARTS - {p})
-                for p in sorted(MATCHING_PARTS)]
-    variants += [(f"with {p}", MATCHING_PARTS | {p}) for p in sorted(PARTS - MATCHING_PARTS)]
+    variants = [(f"without {p}" + (" (before)" if SHIPPED_PARTS - {p} == BEFORE else ""), SHIPPED_PARTS - {p})
+                for p in sorted(SHIPPED_PARTS)]
+    variants += [(f"with {p}", SHIPPED_PARTS | {p}) for p in sorted(PARTS - SHIPPED_PARTS)]
     if BEFORE not in [parts for _, parts in variants]:
         variants.append(("pitch+warp only (before)", BEFORE))
     names = list(judged)
@@ -313,7 +313,7 @@ def main() -> int:
                                     WER_TEXTS[i % len(WER_TEXTS)]))
     default = say(backend, EVAL_TEXT, Voice())
     synthesize_default(backend, "Warm up.")
-    regs, took = register(backend, speakers, MATCHING_PARTS)
+    regs, took = register(backend, speakers, SHIPPED_PARTS)
     outputs, conv_pairs = speak_all(backend, speakers, regs)
     full = score(speakers, outputs, default, judged)
     print("\n".join(full.per_speaker))

@@ -93,10 +93,6 @@ def load_model(path: str) -> PiperModel:
 # Part of the backend version: bump it when voice-matching profiles change meaning, and every stored
 # voice's profile is derived again from its clip on first use.
 MATCHING_VERSION = "match 3 (envelope)"
-# The conversion parts (engine.matching.PARTS) registration fits; bench/voices.py --ablation measures each.
-# Aperiodicity and speaking rate did not pay: neither moved identification on the bench's 10 speakers, and
-# the rate (those speakers talk ~25 % slower than Piper) made the first segment longer to synthesize.
-MATCHING_PARTS = frozenset({"f0", "warp", "envelope"})
 
 
 def _piper_version() -> str:
@@ -151,7 +147,8 @@ class PiperBackend:
         self._max_phonemes: int | None = None  # the warm-up sentence's phonemes: the longest single run
         self._calibration: object | None = None  # engine.matching.Calibration of the default voice, made once
         self._calibration_lock = threading.Lock()
-        self.matching_parts = MATCHING_PARTS  # what a registration fits (bench/voices.py --ablation varies it)
+        # what a registration fits; None: engine.matching.SHIPPED_PARTS (bench/voices.py --ablation varies it)
+        self.matching_parts: frozenset[str] | None = None
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -300,7 +297,7 @@ class PiperBackend:
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None) -> bytes | None:
         """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
-        from engine.matching import CALIBRATION_TEXT, calibrate, estimate_profile, speaking_rate
+        from engine.matching import CALIBRATION_TEXT, SHIPPED_PARTS, calibrate, estimate_profile, speaking_rate
         from engine.registration import synthesize_default
         from engine.voices.envelope import speech_seconds
 
@@ -313,7 +310,7 @@ class PiperBackend:
             calibration_phonemes = self._count_phonemes(pv, CALIBRATION_TEXT)
         rate = speaking_rate(phonemes, speech_seconds(clip, sample_rate), calibration_phonemes, calibration.speech_s)
         profile = estimate_profile(clip, sample_rate, calibration=calibration, reference_embedding=reference_embedding,
-                                   parts=self.matching_parts, rate=rate)
+                                   parts=self.matching_parts or SHIPPED_PARTS, rate=rate)
         return profile.to_bytes()
 
     @staticmethod

@@ -20,6 +20,7 @@ TOP_HZ = 8000.0
 SPREAD_RATIO = (0.5, 2.0)  # how far a coefficient's spread may be rescaled
 AP_BAND_HZ = (500.0, 5000.0)  # where breathiness is measured
 AP_SHIFT_DB = (-12.0, 12.0)
+UNVOICED_FLOOR_DB = 30.0  # unvoiced frames this far below the loudest frame are pauses, not speech
 _LOG_FLOOR = 1e-12
 
 
@@ -30,6 +31,8 @@ class EnvelopeStats:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     ap_db: float
+    u_mean: tuple[float, ...] = ()  # the same over unvoiced speech (fricatives, bursts); () when too few
+    u_std: tuple[float, ...] = ()
 
 
 def _mel(hz: np.ndarray) -> np.ndarray:
@@ -66,12 +69,20 @@ def cepstra(sp: np.ndarray, sr: int) -> np.ndarray:
     return dct(np.log(np.maximum(sp, _LOG_FLOOR)) @ read.T, type=2, norm="ortho", axis=1)
 
 
+def unvoiced_speech(f0: np.ndarray, sp: np.ndarray) -> np.ndarray:
+    """Unvoiced frames within UNVOICED_FLOOR_DB of the loudest frame."""
+    power_db = 10.0 * np.log10(np.sum(sp, axis=1) + _LOG_FLOOR)
+    return (f0 <= 0) & (power_db > power_db.max() - UNVOICED_FLOOR_DB)
+
+
 def measure(f0: np.ndarray, sp: np.ndarray, ap: np.ndarray, sr: int) -> EnvelopeStats:
-    """The statistics of one voice from its WORLD analysis (voiced frames only)."""
+    """The statistics of one voice from its WORLD analysis (voiced frames, and unvoiced speech)."""
     voiced = f0 > 0
     if np.count_nonzero(voiced) < 10:
         raise ValueError("too few voiced frames")
     cep = cepstra(sp[voiced], sr)
+    unvoiced = unvoiced_speech(f0, sp)
+    ucep = cepstra(sp[unvoiced], sr) if np.count_nonzero(unvoiced) >= 10 else np.zeros((0, BANDS))
     freqs = np.arange(ap.shape[1]) * (sr / 2.0) / (ap.shape[1] - 1)
     band = (freqs >= AP_BAND_HZ[0]) & (freqs <= min(AP_BAND_HZ[1], sr / 2.0))
     ap_db = 20.0 * np.log10(np.maximum(ap[voiced][:, band], 1e-4))
@@ -79,28 +90,37 @@ def measure(f0: np.ndarray, sp: np.ndarray, ap: np.ndarray, sr: int) -> Envelope
         mean=tuple(float(v) for v in cep.mean(axis=0)),
         std=tuple(float(v) for v in cep.std(axis=0)),
         ap_db=float(np.mean(ap_db)),
+        u_mean=tuple(float(v) for v in ucep.mean(axis=0)) if len(ucep) else (),
+        u_std=tuple(float(v) for v in ucep.std(axis=0)) if len(ucep) else (),
     )
 
 
 def convert_envelope(
     sp: np.ndarray, f0: np.ndarray, sr: int, src: EnvelopeStats, dst: EnvelopeStats, strength: float,
-    spread: bool = True,
 ) -> np.ndarray:
-    """The envelope with its voiced frames moved from src's statistics toward dst's (strength 0..1)."""
+    """The envelope with its voiced frames, and its unvoiced speech when both voices have statistics for it,
+    moved from src's statistics toward dst's (strength 0..1)."""
     voiced = f0 > 0
     if strength <= 0.0 or not np.any(voiced):
         return sp
-    ms, ss = np.asarray(src.mean), np.maximum(np.asarray(src.std), 1e-3)
-    md, sd = np.asarray(dst.mean), np.asarray(dst.std)
-    ratio = np.clip(sd / ss, *SPREAD_RATIO) if spread else np.ones_like(ss)
-    cep = cepstra(sp[voiced], sr)
-    delta = (cep - ms) * ratio + md - cep
-    delta[:, 0] = 0.0
-    _, spread_m = _grid(sp.shape[1], sr)
-    log_delta = idct(delta, type=2, norm="ortho", axis=1) @ spread_m.T
     out = sp.copy()
-    out[voiced] = sp[voiced] * np.exp(strength * log_delta)
+    out[voiced] = _move(sp[voiced], sr, (src.mean, src.std), (dst.mean, dst.std), strength)
+    if src.u_mean and dst.u_mean:
+        unvoiced = unvoiced_speech(f0, sp)
+        if np.any(unvoiced):
+            out[unvoiced] = _move(sp[unvoiced], sr, (src.u_mean, src.u_std), (dst.u_mean, dst.u_std), strength)
     return out
+
+
+def _move(frames: np.ndarray, sr: int, src: tuple, dst: tuple, strength: float) -> np.ndarray:
+    """Frames standardized to src's (mean, std) per coefficient and rescaled to dst's, strength of the way."""
+    ms, ss = np.asarray(src[0]), np.maximum(np.asarray(src[1]), 1e-3)
+    md, sd = np.asarray(dst[0]), np.asarray(dst[1])
+    cep = cepstra(frames, sr)
+    delta = (cep - ms) * np.clip(sd / ss, *SPREAD_RATIO) + md - cep
+    delta[:, 0] = 0.0
+    _, spread_m = _grid(frames.shape[1], sr)
+    return frames * np.exp(strength * (idct(delta, type=2, norm="ortho", axis=1) @ spread_m.T))
 
 
 def ap_shift(src: EnvelopeStats, dst: EnvelopeStats) -> float:

@@ -151,7 +151,12 @@ def test_envelope_conversion_reaches_the_target_statistics(joe) -> None:
     moved = envelope.convert_envelope(a.sp, a.f0, sr, src, dst, 1.0)
     got = envelope.measure(a.f0, moved, a.ap, sr)
     assert np.abs(np.subtract(got.mean, dst.mean)[1:]).max() < 0.1 * np.abs(np.subtract(dst.mean, src.mean)[1:]).max()
-    assert np.array_equal(moved[a.f0 == 0], a.sp[a.f0 == 0])  # unvoiced frames are left alone
+    pauses = (a.f0 == 0) & ~envelope.unvoiced_speech(a.f0, a.sp)
+    assert np.any(pauses) and np.array_equal(moved[pauses], a.sp[pauses])  # pauses are left alone
+    unvoiced = envelope.unvoiced_speech(a.f0, a.sp)  # fricatives and bursts move to their own statistics
+    assert len(dst.u_mean) == envelope.BANDS
+    moved_u = envelope.cepstra(moved[unvoiced], sr).mean(axis=0)
+    assert abs(moved_u[1] - dst.u_mean[1]) < 0.1 * abs(dst.u_mean[1] - src.u_mean[1])
     half = envelope.measure(a.f0, envelope.convert_envelope(a.sp, a.f0, sr, src, dst, 0.5), a.ap, sr)
     assert abs((half.mean[1] - src.mean[1]) / (dst.mean[1] - src.mean[1]) - 0.5) < 0.1
     assert envelope.convert_envelope(a.sp, a.f0, sr, src, dst, 0.0) is a.sp
