@@ -16,12 +16,14 @@ import soxr
 from .base import EngineError, Voice
 from .clip import ClipRejected
 from .pitch import track_f0
+from .voices import envelope
+from .voices.envelope import EnvelopeStats
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
     warnings.simplefilter("ignore")
     import pyworld
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT = 2  # 2 added the envelope, aperiodicity and rate parts; 1 still reads (without them)
 FRAME_PERIOD_MS = 10.0  # 5 ms costs ~0.03 more real time in cheaptrick/d4c/synthesis for no audible gain
 F0_FLOOR = 55.0
 F0_CEIL = 600.0
@@ -32,6 +34,8 @@ DEFAULT_TRACK_RANGE = (60.0, 400.0)
 WARP_RANGE = (0.75, 1.35)
 LOG_F0_RANGE = (math.log(50.0), math.log(500.0))
 LOG_F0_STD_RANGE = (0.02, 0.6)
+RATE_RANGE = (0.75, 1.35)
+ENV_STRENGTH_MAX = 1.5  # past the reference speaker's statistics (a caricature) when the fit finds it closer
 _CACHE_SIZE = 64
 
 
@@ -49,6 +53,11 @@ class MatchProfile:
     source_lf0_std: float
     warp: float = 1.0  # spectral envelope frequency warp; > 1 raises formants (shorter vocal tract)
     f0_scale: float = 1.0  # how much of the reference's pitch spread to keep, found by the fit
+    env_src: EnvelopeStats | None = None  # the (warped) default voice's envelope statistics
+    env_dst: EnvelopeStats | None = None  # the reference speaker's
+    env_strength: float = 0.0  # how far toward env_dst, found by the fit (0: envelope left alone)
+    ap_shift_db: float = 0.0  # voiced aperiodicity change (> 0 breathier)
+    rate: float = 1.0  # speaking rate relative to the default voice
     format: int = PROFILE_FORMAT
 
     def to_bytes(self) -> bytes:
@@ -58,15 +67,23 @@ class MatchProfile:
     def from_bytes(cls, blob: bytes) -> MatchProfile:
         try:
             raw = json.loads(blob.decode())
-            if not isinstance(raw, dict) or raw.get("format") != PROFILE_FORMAT:
+            if not isinstance(raw, dict) or raw.get("format") not in (1, PROFILE_FORMAT):
                 raise ValueError("unknown profile format")
             values = {k: float(raw[k]) for k in (
                 "target_lf0_mean", "target_lf0_std", "source_lf0_mean", "source_lf0_std", "warp", "f0_scale")}
+            values.update({k: float(raw.get(k, d)) for k, d in (("env_strength", 0.0), ("ap_shift_db", 0.0),
+                                                                 ("rate", 1.0))})
+            env_src, env_dst = _stats(raw.get("env_src")), _stats(raw.get("env_dst"))
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
             raise ProfileError("This voice's matching profile is damaged; register the voice again.") from exc
         if not all(math.isfinite(v) for v in values.values()):
             raise ProfileError("This voice's matching profile is damaged; register the voice again.")
         return cls(
+            env_src=env_src,
+            env_dst=env_dst,
+            env_strength=_clamp(values["env_strength"], 0.0, ENV_STRENGTH_MAX) if env_src and env_dst else 0.0,
+            ap_shift_db=_clamp(values["ap_shift_db"], *envelope.AP_SHIFT_DB),
+            rate=_clamp(values["rate"], *RATE_RANGE),
             target_lf0_mean=_clamp(values["target_lf0_mean"], *LOG_F0_RANGE),
             target_lf0_std=_clamp(values["target_lf0_std"], *LOG_F0_STD_RANGE),
             source_lf0_mean=_clamp(values["source_lf0_mean"], *LOG_F0_RANGE),
@@ -82,6 +99,23 @@ class MatchProfile:
 
 def _clamp(value: float, low: float, high: float) -> float:
     return min(max(value, low), high)
+
+
+def _stats(raw: object) -> EnvelopeStats | None:
+    """Envelope statistics read from a profile's JSON (None when absent); ValueError when malformed."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ValueError("envelope statistics must be an object")
+    mean, std, u_mean, u_std = (tuple(float(v) for v in raw.get(k, ())) for k in ("mean", "std", "u_mean", "u_std"))
+    ap_db = float(raw["ap_db"])
+    if len(mean) != envelope.BANDS or len(std) != envelope.BANDS or {len(u_mean), len(u_std)} - {0, envelope.BANDS}:
+        raise ValueError("envelope statistics of the wrong size")
+    if not all(math.isfinite(v) for v in (*mean, *std, *u_mean, *u_std, ap_db)):
+        raise ValueError("envelope statistics not finite")
+    if len(u_mean) != len(u_std):
+        u_mean = u_std = ()
+    return EnvelopeStats(mean=mean, std=std, ap_db=ap_db, u_mean=u_mean, u_std=u_std)
 
 
 class _ProfileCache:
@@ -131,10 +165,15 @@ class Transform:
     map_stats: bool = False
     shift_semitones: float = 0.0
     warp: float = 1.0
+    env_src: EnvelopeStats | None = None
+    env_dst: EnvelopeStats | None = None
+    env_strength: float = 0.0
+    ap_shift_db: float = 0.0
 
     @property
     def identity(self) -> bool:
-        return not self.map_stats and self.shift_semitones == 0.0 and self.warp == 1.0
+        return (not self.map_stats and self.shift_semitones == 0.0 and self.warp == 1.0
+                and self.env_strength == 0.0 and self.ap_shift_db == 0.0)
 
     @classmethod
     def for_profile(cls, profile: MatchProfile | None, semitones: float = 0.0) -> Transform:
@@ -149,6 +188,10 @@ class Transform:
             map_stats=True,
             shift_semitones=semitones,
             warp=profile.warp,
+            env_src=profile.env_src,
+            env_dst=profile.env_dst,
+            env_strength=profile.env_strength if profile.env_src and profile.env_dst else 0.0,
+            ap_shift_db=profile.ap_shift_db,
         )
 
 
@@ -181,12 +224,17 @@ def analyze(audio: np.ndarray, sr: int, f0_range: tuple[float, float] = DEFAULT_
 
 
 def render(analysis: Analysis, transform: Transform) -> np.ndarray:
-    """Synthesize analysed audio after mapping its F0 and warping its envelope, at the input's level."""
+    """Synthesize analysed audio after mapping its F0, warping and converting its envelope and shifting its
+    aperiodicity, at the input's level."""
     f0 = map_f0(analysis.f0, transform)
     sp, ap = analysis.sp, analysis.ap
     if transform.warp != 1.0:
         sp = warp_envelope(sp, transform.warp)
         ap = warp_envelope(ap, transform.warp)
+    if transform.env_strength > 0.0 and transform.env_src and transform.env_dst:
+        sp = envelope.convert_envelope(
+            sp, analysis.f0, analysis.sr, transform.env_src, transform.env_dst, transform.env_strength)
+    ap = envelope.shift_aperiodicity(ap, analysis.f0, transform.ap_shift_db)
     y = pyworld.synthesize(f0, sp, ap, analysis.sr, FRAME_PERIOD_MS)[: analysis.n_samples]
     if len(y) < analysis.n_samples:
         y = np.pad(y, (0, analysis.n_samples - len(y)))
@@ -264,6 +312,13 @@ WARP_GRID = (0.88, 0.96, 1.04, 1.12, 1.2)
 WARP_REFINE = 0.04
 SEARCH_RATE = 16_000
 F0_OFFSETS_ST = (-2.0, 2.0)
+ENV_STRENGTHS = (0.5, 0.75)  # tried after the full conversion (1.0) with the best warp
+# What a fit may change. Each part's worth on held-out speakers: bench/voices.py --ablation.
+PARTS = frozenset({"f0", "warp", "envelope", "unvoiced", "aperiodicity", "rate"})
+# What registration fits. Aperiodicity and speaking rate did not pay: on the bench's 10 speakers neither moved
+# identification by Resemblyzer or the d-vector, and the rate (those speakers talk ~25 % slower than Piper)
+# makes every segment longer to synthesize, the first one too.
+SHIPPED_PARTS = frozenset({"f0", "warp", "envelope", "unvoiced"})
 
 SynthesizeFn = Callable[[str], tuple[np.ndarray, int]]
 
@@ -275,6 +330,7 @@ class Calibration:
     analysis: Analysis
     lf0_mean: float
     lf0_std: float
+    speech_s: float = 0.0  # its speaking time without pauses (engine.voices.envelope.speech_seconds)
 
 
 def calibrate(synthesize_reference_fn: SynthesizeFn, text: str = CALIBRATION_TEXT) -> Calibration:
@@ -294,7 +350,17 @@ def calibrate(synthesize_reference_fn: SynthesizeFn, text: str = CALIBRATION_TEX
     lf0 = np.log(voiced)
     mean, std = float(np.mean(lf0)), float(np.std(lf0))
     audio16 = soxr.resample(audio, sr, SEARCH_RATE) if sr != SEARCH_RATE else audio
-    return Calibration(analysis=analyze(audio16, SEARCH_RATE, track_range(mean, std)), lf0_mean=mean, lf0_std=std)
+    return Calibration(
+        analysis=analyze(audio16, SEARCH_RATE, track_range(mean, std)), lf0_mean=mean, lf0_std=std,
+        speech_s=envelope.speech_seconds(audio, sr),
+    )
+
+
+def speaking_rate(phonemes: int, speech_s: float, default_phonemes: int, default_speech_s: float) -> float:
+    """The clip's phonemes per speaking second over the default voice's, within RATE_RANGE (1.0: unknown)."""
+    if phonemes < 20 or speech_s <= 0.0 or default_phonemes <= 0 or default_speech_s <= 0.0:
+        return 1.0
+    return _clamp((phonemes / speech_s) / (default_phonemes / default_speech_s), *RATE_RANGE)
 
 
 def estimate_profile(
@@ -304,11 +370,15 @@ def estimate_profile(
     *,
     calibration: Calibration | None = None,
     reference_embedding: np.ndarray | None = None,
+    parts: frozenset[str] = SHIPPED_PARTS,
+    rate: float = 1.0,
 ) -> MatchProfile:
-    """Fit pitch and formant warp so the transformed default voice sounds most like the clip.
+    """Fit the conversion so the transformed default voice sounds most like the clip.
 
-    The clip's log-F0 statistics come from the F0 tracker; the warp (and a small pitch offset) are chosen
-    by re-synthesizing the calibration audio and maximizing Resemblyzer cosine to the clip.
+    The clip's log-F0 statistics come from the F0 tracker and its envelope and aperiodicity statistics
+    from its WORLD analysis; the formant warp, how far to move the envelope and a small pitch offset are
+    chosen by re-synthesizing the calibration audio and maximizing Resemblyzer cosine to the clip. Only the
+    parts named in `parts` are used (the others stay as the default voice has them).
     """
     from . import embedding
 
@@ -321,30 +391,58 @@ def estimate_profile(
         tgt_mean, tgt_std, _ = log_f0_stats(samples, sample_rate)
     except EngineError as exc:
         raise ClipRejected("I could not hear a voice in the clip; record yourself speaking clearly.") from exc
+    src_std = max(calibration.lf0_std, LOG_F0_STD_RANGE[0])
     base = MatchProfile(
-        target_lf0_mean=_clamp(tgt_mean, *LOG_F0_RANGE),
-        target_lf0_std=_clamp(tgt_std, *LOG_F0_STD_RANGE),
+        target_lf0_mean=_clamp(tgt_mean, *LOG_F0_RANGE) if "f0" in parts else calibration.lf0_mean,
+        target_lf0_std=_clamp(tgt_std, *LOG_F0_STD_RANGE) if "f0" in parts else src_std,
         source_lf0_mean=calibration.lf0_mean,
-        source_lf0_std=max(calibration.lf0_std, LOG_F0_STD_RANGE[0]),
+        source_lf0_std=src_std,
+        rate=_clamp(rate, *RATE_RANGE) if "rate" in parts else 1.0,
     )
+    cal = calibration.analysis
+    dst = None
+    if parts & {"envelope", "aperiodicity"}:
+        clip = analyze(soxr.resample(samples, sample_rate, SEARCH_RATE) if sample_rate != SEARCH_RATE else samples,
+                       SEARCH_RATE, track_range(base.target_lf0_mean, base.target_lf0_std))
+        dst = envelope.measure(clip.f0, clip.sp, clip.ap, SEARCH_RATE)
+        if "unvoiced" not in parts:  # the envelope of voiced frames only
+            dst = replace(dst, u_mean=(), u_std=())
+
+    def with_warp(profile: MatchProfile, warp: float) -> MatchProfile:
+        if dst is None:
+            return replace(profile, warp=warp)
+        src = envelope.measure(cal.f0, warp_envelope(cal.sp, warp), warp_envelope(cal.ap, warp), SEARCH_RATE)
+        return replace(
+            profile, warp=warp, env_src=src, env_dst=dst,
+            env_strength=1.0 if "envelope" in parts else 0.0,
+            ap_shift_db=envelope.ap_shift(src, dst) if "aperiodicity" in parts else 0.0,
+        )
 
     def score(profile: MatchProfile) -> float:
-        audio = render(calibration.analysis, Transform.for_profile(profile))
+        audio = render(cal, Transform.for_profile(profile))
         return embedding.similarity(embedding.embed(audio), target)
 
-    scored = [(score(replace(base, warp=w)), replace(base, warp=w)) for w in WARP_GRID]
-    best_score, best = max(scored, key=lambda s: s[0])
-    for dw in (-WARP_REFINE, WARP_REFINE):
-        candidate = replace(best, warp=_clamp(best.warp + dw, *WARP_RANGE))
-        s = score(candidate)
-        if s > best_score:
-            best_score, best = s, candidate
-    step = math.log(2.0) / 12.0
-    for offset in F0_OFFSETS_ST:
-        mean = _clamp(best.target_lf0_mean + offset * step, *LOG_F0_RANGE)
-        candidate = replace(best, target_lf0_mean=mean)
-        s = score(candidate)
-        if s > best_score:
-            best_score, best = s, candidate
+    grid = WARP_GRID if "warp" in parts else (1.0,)
+    best_score, best = max(((score(p), p) for p in (with_warp(base, w) for w in grid)), key=lambda s: s[0])
+    candidates: list[MatchProfile] = []
+    if "warp" in parts:
+        candidates += [with_warp(best, _clamp(best.warp + dw, *WARP_RANGE)) for dw in (-WARP_REFINE, WARP_REFINE)]
+    if best.env_strength > 0.0:
+        candidates += [replace(best, env_strength=s) for s in ENV_STRENGTHS]
+    best_score, best = _best_of(score, best_score, best, candidates)
+    if "f0" in parts:
+        step = math.log(2.0) / 12.0
+        offsets = [replace(best, target_lf0_mean=_clamp(best.target_lf0_mean + o * step, *LOG_F0_RANGE))
+                   for o in F0_OFFSETS_ST]
+        best_score, best = _best_of(score, best_score, best, offsets)
     return best
 
+
+def _best_of(score: Callable[[MatchProfile], float], best_score: float, best: MatchProfile,
+             candidates: list[MatchProfile]) -> tuple[float, MatchProfile]:
+    """The best-scoring of the current best and the candidates, tried in order."""
+    for candidate in candidates:
+        s = score(candidate)
+        if s > best_score:
+            best_score, best = s, candidate
+    return best_score, best

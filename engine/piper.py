@@ -92,7 +92,7 @@ def load_model(path: str) -> PiperModel:
 
 # Part of the backend version: bump it when voice-matching profiles change meaning, and every stored
 # voice's profile is derived again from its clip on first use.
-MATCHING_VERSION = "match 2 (yin)"
+MATCHING_VERSION = "match 3 (envelope)"
 
 
 def _piper_version() -> str:
@@ -147,6 +147,8 @@ class PiperBackend:
         self._max_phonemes: int | None = None  # the warm-up sentence's phonemes: the longest single run
         self._calibration: object | None = None  # engine.matching.Calibration of the default voice, made once
         self._calibration_lock = threading.Lock()
+        # what a registration fits; None: engine.matching.SHIPPED_PARTS (bench/voices.py --ablation varies it)
+        self.matching_parts: frozenset[str] | None = None
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -192,10 +194,22 @@ class PiperBackend:
         if not MIN_SPEED <= voice.speed <= MAX_SPEED:
             raise EngineError(f"Speed must be between {MIN_SPEED} and {MAX_SPEED}.")
 
-    def _run(self, pv: object, phoneme_ids: list[int], voice: Voice, cancel: CancelToken | None) -> np.ndarray:
+    @staticmethod
+    def speed_for(voice: Voice) -> float:
+        """The voice's speed times its matched speaking rate (a registered voice's profile)."""
+        if voice.profile is None or voice.profile.backend != "piper":
+            return voice.speed
+        from engine.matching import profile_for
+
+        profile = profile_for(voice)
+        rate = profile.rate if profile is not None else 1.0
+        return min(max(voice.speed * rate, MIN_SPEED), MAX_SPEED)
+
+    def _run(self, pv: object, phoneme_ids: list[int], speed: float, voice: Voice,
+             cancel: CancelToken | None) -> np.ndarray:
         cfg = self.model.config
         scales = np.array(
-            [self.settings.noise_scale, cfg.length_scale / voice.speed, self.settings.noise_w], dtype=np.float32
+            [self.settings.noise_scale, cfg.length_scale / speed, self.settings.noise_w], dtype=np.float32
         )
         args = {
             "input": np.array([phoneme_ids], dtype=np.int64),
@@ -228,14 +242,15 @@ class PiperBackend:
         """Yield float32 mono audio, one array per sentence Piper finds in `text` (a sentence longer than the
         warm-up's, in audio, in runs of words that are not)."""
         self._check_voice(voice)
+        speed = self.speed_for(voice)
         with self._voices.lease() as pv:  # held until the generator ends or is closed
-            limit = self._phoneme_limit(pv, voice.speed)
+            limit = self._phoneme_limit(pv, speed)
             for sentence in pv.phonemize(text):
                 for phonemes in word_runs(sentence, limit):
                     if cancel is not None and cancel.cancelled:
                         return
                     ids = pv.phonemes_to_ids(phonemes)
-                    audio = self._run(pv, ids, voice, cancel)
+                    audio = self._run(pv, ids, speed, voice, cancel)
                     if len(audio):
                         yield self._post(audio, voice)
 
@@ -251,15 +266,28 @@ class PiperBackend:
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None) -> bytes | None:
         """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
-        from engine.matching import calibrate, estimate_profile
+        from engine.matching import CALIBRATION_TEXT, SHIPPED_PARTS, calibrate, estimate_profile, speaking_rate
         from engine.registration import synthesize_default
+        from engine.voices.envelope import speech_seconds
 
         with self._calibration_lock:  # the default voice is analysed once per backend
             if self._calibration is None:
                 self._calibration = calibrate(lambda text: synthesize_default(self, text))
             calibration = self._calibration
-        profile = estimate_profile(clip, sample_rate, calibration=calibration, reference_embedding=reference_embedding)
+        with self._voices.lease() as pv:
+            phonemes = self._count_phonemes(pv, transcript)
+            calibration_phonemes = self._count_phonemes(pv, CALIBRATION_TEXT)
+        rate = speaking_rate(phonemes, speech_seconds(clip, sample_rate), calibration_phonemes, calibration.speech_s)
+        profile = estimate_profile(clip, sample_rate, calibration=calibration, reference_embedding=reference_embedding,
+                                   parts=self.matching_parts or SHIPPED_PARTS, rate=rate)
         return profile.to_bytes()
+
+    @staticmethod
+    def _count_phonemes(pv, text: str) -> int:
+        """Phonemes (not spaces or punctuation) in text as this voice's phonemizer reads it."""
+        if not text.strip():
+            return 0
+        return sum(ph.isalpha() for sentence in pv.phonemize(text) for ph in sentence)
 
     def close(self) -> None:
         self._voices.close()

@@ -1,7 +1,9 @@
-"""Voice matching: pitch moves as asked, profiles round-trip, and matched Piper sounds closer to a reference."""
+"""Voice matching: pitch moves as asked, the envelope moves to a speaker's statistics, profiles round-trip, and
+matched Piper sounds closer to a reference."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import warnings
@@ -18,14 +20,18 @@ from engine.matching import (
     F0_FLOOR,
     MatchProfile,
     ProfileError,
+    analyze,
     apply_voice,
     calibrate,
     estimate_profile,
     profile_for,
+    speaking_rate,
     warp_envelope,
 )
+from engine.piper import PiperBackend
 from engine.pitch import track_f0
 from engine.registration import synthesize_default
+from engine.voices import envelope
 from tests.engine import clips
 
 with warnings.catch_warnings():
@@ -99,12 +105,28 @@ def test_matching_cost_is_a_fraction_of_real_time(joe) -> None:
     assert rtf < 0.5, rtf  # the bench holds the real goal (<= 0.15 extra); this only catches regressions
 
 
+def _stats(level: float, ap_db: float = -20.0) -> envelope.EnvelopeStats:
+    return envelope.EnvelopeStats(mean=(level,) * envelope.BANDS, std=(0.5,) * envelope.BANDS, ap_db=ap_db)
+
+
 def test_profile_round_trip_and_damage() -> None:
     p = MatchProfile(math.log(180), 0.2, math.log(110), 0.18, warp=1.12, f0_scale=0.9)
     assert MatchProfile.from_bytes(p.to_bytes()) == p
+    full = MatchProfile(math.log(180), 0.2, math.log(110), 0.18, env_src=_stats(-1.0), env_dst=_stats(-2.0, -10.0),
+                        env_strength=0.75, ap_shift_db=3.0, rate=0.9)
+    assert MatchProfile.from_bytes(full.to_bytes()) == full
     for bad in (b"", b"not json", b"{}", b'{"format": 99}', b'{"format": 1, "warp": "x"}'):
         with pytest.raises(ProfileError):
             MatchProfile.from_bytes(bad)
+    raw = json.loads(full.to_bytes())
+    raw["env_dst"]["mean"] = raw["env_dst"]["mean"][:3]  # the wrong size
+    with pytest.raises(ProfileError):
+        MatchProfile.from_bytes(json.dumps(raw).encode())
+    old = json.loads(p.to_bytes())  # a format-1 profile (before the envelope) still reads, without it
+    for key in ("env_src", "env_dst", "env_strength", "ap_shift_db", "rate"):
+        del old[key]
+    old["format"] = 1
+    assert MatchProfile.from_bytes(json.dumps(old).encode()) == p
     wild = MatchProfile(99.0, 5.0, -3.0, 0.0, warp=40.0, f0_scale=-1).to_bytes()
     tame = MatchProfile.from_bytes(wild)
     assert 0.75 <= tame.warp <= 1.35 and 50 <= tame.target_f0_hz <= 500 and tame.f0_scale == 0.0
@@ -116,6 +138,58 @@ def test_parsed_profiles_are_cached() -> None:
     assert profile_for(voice) is profile_for(voice)
     assert profile_for(Voice()) is None
     assert profile_for(Voice(profile=VoiceProfile("x", "cosyvoice2", "1", b"\x00"))) is None
+
+
+def test_envelope_conversion_reaches_the_target_statistics(joe) -> None:
+    audio, sr = joe
+    a = analyze(audio, sr)
+    freqs = np.arange(a.sp.shape[1]) * (sr / 2) / (a.sp.shape[1] - 1)
+    tilted = a.sp * (1.0 + freqs / 1000.0)[None, :] ** -1.5  # a darker voice: 1.5 x 6 dB less per octave
+    src = envelope.measure(a.f0, a.sp, a.ap, sr)
+    dst = envelope.measure(a.f0, tilted, a.ap, sr)
+    assert np.abs(np.subtract(dst.mean, src.mean)[1:4]).max() > 1.0
+    moved = envelope.convert_envelope(a.sp, a.f0, sr, src, dst, 1.0)
+    got = envelope.measure(a.f0, moved, a.ap, sr)
+    assert np.abs(np.subtract(got.mean, dst.mean)[1:]).max() < 0.1 * np.abs(np.subtract(dst.mean, src.mean)[1:]).max()
+    pauses = (a.f0 == 0) & ~envelope.unvoiced_speech(a.f0, a.sp)
+    assert np.any(pauses) and np.array_equal(moved[pauses], a.sp[pauses])  # pauses are left alone
+    unvoiced = envelope.unvoiced_speech(a.f0, a.sp)  # fricatives and bursts move to their own statistics
+    assert len(dst.u_mean) == envelope.BANDS
+    moved_u = envelope.cepstra(moved[unvoiced], sr).mean(axis=0)
+    assert abs(moved_u[1] - dst.u_mean[1]) < 0.1 * abs(dst.u_mean[1] - src.u_mean[1])
+    half = envelope.measure(a.f0, envelope.convert_envelope(a.sp, a.f0, sr, src, dst, 0.5), a.ap, sr)
+    assert abs((half.mean[1] - src.mean[1]) / (dst.mean[1] - src.mean[1]) - 0.5) < 0.1
+    assert envelope.convert_envelope(a.sp, a.f0, sr, src, dst, 0.0) is a.sp
+
+
+def test_aperiodicity_shift_makes_voiced_frames_breathier(joe) -> None:
+    audio, sr = joe
+    a = analyze(audio, sr)
+    voiced = a.f0 > 0
+    louder = envelope.shift_aperiodicity(a.ap, a.f0, 6.0)
+    assert np.all(louder <= 1.0) and np.array_equal(louder[~voiced], a.ap[~voiced])
+    low = voiced[:, None] & (a.ap < 0.4)  # below the cap of 1
+    assert np.allclose(louder[low] / a.ap[low], 10 ** (6 / 20))
+    assert np.all(louder[voiced] >= a.ap[voiced])
+    src = envelope.measure(a.f0, a.sp, a.ap, sr)
+    assert envelope.ap_shift(src, envelope.EnvelopeStats(src.mean, src.std, src.ap_db + 40.0)) == 12.0
+
+
+def test_profile_rate_sets_the_speaking_rate(piper_backend) -> None:
+    text = "Four hours of steady work faced us."
+    plain = np.concatenate(list(piper_backend.synthesize(text, Voice())))
+    for rate in (0.8, 1.25):
+        blob = MatchProfile(math.log(110), 0.2, math.log(110), 0.2, rate=rate).to_bytes()
+        voice = Voice(profile=VoiceProfile(f"rate{rate}", "piper", "1", blob))
+        assert PiperBackend.speed_for(voice) == pytest.approx(rate)
+        spoken = np.concatenate(list(piper_backend.synthesize(text, voice)))
+        assert len(spoken) / len(plain) == pytest.approx(1 / rate, rel=0.12)
+
+
+def test_speaking_rate_is_phonemes_per_second_over_the_default_voices() -> None:
+    assert speaking_rate(100, 10.0, 100, 5.0) == pytest.approx(0.75)  # half as fast: clamped
+    assert speaking_rate(110, 5.0, 100, 5.0) == pytest.approx(1.1)
+    assert speaking_rate(5, 5.0, 100, 5.0) == 1.0  # no transcript worth counting: unknown
 
 
 def test_envelope_warp_moves_a_formant_up() -> None:

@@ -57,6 +57,9 @@ def test_registration_stores_everything_once(piper_backend, reference: bytes) ->
     assert reg.features[("cosyvoice2", "b2")] == b"features-b"
     assert clone_a.calls == [(clone_a.calls[0][0], 16_000, "Four hours of steady work.")]
     assert MatchProfile.from_bytes(reg.features[("piper", piper_backend.info.version)]) == reg.profile
+    # the spectral envelope is fitted too: statistics of the default voice and of the clip's speaker
+    assert reg.profile.env_src is not None and reg.profile.env_dst is not None and reg.profile.env_strength > 0
+    assert reg.profile.env_src != reg.profile.env_dst
     vec = np.frombuffer(reg.embedding, dtype="<f4")
     assert vec.shape == (256,) and abs(float(np.linalg.norm(vec)) - 1.0) < 1e-3
     flac, sr = sf.read(io.BytesIO(reg.flac))
