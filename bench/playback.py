@@ -129,11 +129,11 @@ async def run(guilds: int, seconds: float) -> list[Metric]:
                 parts = {
                     "opus_encode_as_before": per_frame_us(
                         lambda f, e=discord.opus.Encoder(**options): e.encode(f, 960), frames),
-                    "opus_encode_mono_complexity": per_frame_us(encode, frames),
+                    "opus_encode_with_complexity": per_frame_us(encode, frames),
                     "dave_encrypt": per_frame_us(state.dave_session.encrypt_opus, opus)
                     if state.dave_session is not None and state.can_encrypt else float("nan"),
                     "dave_and_transport_encrypt_rtp": per_frame_us(vc._get_voice_packet, opus),
-                    "send_audio_packet_(all_but_encode)": per_frame_us(
+                    "send_audio_packet_all_but_encode": per_frame_us(
                         lambda f: vc.send_audio_packet(f, encode=False), opus),
                 }
                 for name, us in parts.items():

@@ -1,4 +1,4 @@
-"""bench/e2e.py runs end to end and prints its metric lines (no timing goals are asserted here)."""
+"""bench/e2e.py and bench/playback.py run end to end and print their metric lines (no timing goals are asserted here)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,15 @@ def test_e2e_bench_quick_ttfa_prints_its_metrics():
     assert "engine first chunk p50" in done.stdout
     assert re.search(r"^ttfa_after_join_vs_engine: [\d.]+ .*^dave_handshake_ms_p50: ", done.stdout, re.M | re.S)
     assert re.search(r"^summary: \d/3 goals met", done.stdout, re.M), done.stdout
+
+
+def test_playback_bench_measures_both_ways_of_playing_and_every_part():
+    done = subprocess.run([sys.executable, "bench/playback.py", "--guilds", "3", "--seconds", "2"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    values = dict(re.findall(r"^(\w+): (-?[\d.]+)", done.stdout, re.M))
+    for part in ("opus_encode_as_before", "opus_encode_with_complexity", "dave_encrypt",
+                 "dave_and_transport_encrypt_rtp", "send_audio_packet_all_but_encode"):
+        assert float(values[f"part_{part}_us_per_frame"]) > 0, done.stdout
+    assert float(values["thread_per_guild_cpu_us_per_frame"]) > 0 and float(values["driver_cpu_us_per_frame"]) > 0
+    assert "3 guilds x 100 frames" in done.stdout and re.search(r"^driver_vs_thread_per_guild_cpu: ", done.stdout, re.M)
