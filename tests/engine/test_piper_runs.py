@@ -22,9 +22,9 @@ def test_no_run_has_more_phonemes_than_the_warm_up_sentence_at_its_speed(piper_b
     runs: list[int] = []
     original = piper_backend._run
 
-    def counting(pv, ids, voice, cancel):
+    def counting(pv, ids, speed, voice, cancel):
         runs.append(len(ids))
-        return original(pv, ids, voice, cancel)
+        return original(pv, ids, speed, voice, cancel)
 
     piper_backend._run = counting
     try:
