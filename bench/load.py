@@ -768,7 +768,8 @@ def wait_line(name: str, r: dict, plan: Plan) -> tuple[str, bool | None]:
     value = pct(values, 0.95) if values else math.inf
     if name in plan.goals:
         return goal_line(name, value, plan.goals[name])
-    return f"{name}: {value:.2f} (no goal: includes its channel speaking earlier items)", None
+    why = "the bot's own part of the wait" if "own_wait" in name else "includes its channel speaking earlier items"
+    return f"{name}: {value:.2f} (no goal in this plan: {why})", None
 
 
 def report(r: dict) -> int:

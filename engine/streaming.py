@@ -46,6 +46,8 @@ _END = object()  # a job's queue sentinel: the segment is complete
 SPEED_WEIGHT = 0.1  # weight of the newest segment in the moving average of synthesis speed
 RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as competing for the engine
 SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it)
+NEEDY_S = 3.0  # a later segment with less audio in hand than this goes before every first segment ...
+AHEAD_OF_ALL_S = 1e6  # ... by being due this much earlier
 
 
 @dataclass
@@ -108,8 +110,15 @@ class _AudioClock:
         self.made_s += seconds
 
     def due(self) -> float:
-        """Monotonic time the next segment is due (inf before any audio: the first segment is still coming)."""
-        return math.inf if self.first is None else self.first + self.made_s - SEGMENT_LEAD_S
+        """Monotonic time the next segment is due (inf before any audio: the first segment is still coming). One
+        whose audio in hand runs out within NEEDY_S is due ahead of every waiter without a deadline (a playing
+        utterance must not run dry behind new ones' first segments when the engine is overloaded)."""
+        if self.first is None:
+            return math.inf
+        runs_dry = self.first + self.made_s
+        if runs_dry - time.monotonic() < NEEDY_S:
+            return runs_dry - SEGMENT_LEAD_S - AHEAD_OF_ALL_S
+        return runs_dry - SEGMENT_LEAD_S
 
 
 class _PinnedSegment:
