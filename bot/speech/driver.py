@@ -147,10 +147,6 @@ class VoiceDriver:
             self._thread.start()
         return track
 
-    @property
-    def playing(self) -> int:
-        return len(self._tracks)
-
     def close(self) -> None:
         with self._wake:
             self._closed = True
