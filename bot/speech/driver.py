@@ -187,9 +187,10 @@ class VoiceDriver:
     def _tick(self, now: float) -> None:
         self.ticks += 1
         ended: list[tuple[Track, End, BaseException | None]] = []
+        at = time.monotonic()  # one clock reading for the whole tick
         for track in list(self._tracks):
             try:
-                end = track.step(time.monotonic())
+                end = track.step(at)
             except Exception as exc:  # an Opus or encryption failure ends this track, never the driver
                 ended.append((track, End.FAILED, exc))
                 continue
