@@ -92,7 +92,7 @@ def load_model(path: str) -> PiperModel:
 
 # Part of the backend version: bump it when voice-matching profiles change meaning, and every stored
 # voice's profile is derived again from its clip on first use.
-MATCHING_VERSION = "match 3 (envelope)"
+MATCHING_VERSION = "match 4 (psola, filtered envelope)"
 
 
 def _piper_version() -> str:

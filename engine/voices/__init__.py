@@ -1,1 +1,1 @@
-"""Voice conversion parts fitted from a reference clip (spectral envelope, aperiodicity, speaking rate)."""
+"""Voice conversion parts fitted from a reference clip and their signal processing (envelope, PSOLA, STFT filter)."""
