@@ -41,7 +41,8 @@ class VoiceConnection:
     """Owns which channel the bot should be in for one guild, gets it there, and says where the call stands."""
 
     def __init__(self, client: discord.Client, guild_id: int, *, timeout: float = 20.0,
-                 on_state: Callable[[ConnectionState, ConnectionState], None] | None = None) -> None:
+                 on_state: Callable[[ConnectionState, ConnectionState], None] | None = None,
+                 voice_client_cls: Callable[..., ObservedVoiceClient] = ObservedVoiceClient) -> None:
         self.client = client
         self.guild_id = guild_id
         self.timeout = timeout
@@ -49,6 +50,7 @@ class VoiceConnection:
         self._on_state = on_state
         self._watch = StateWatch(self._state_changed)
         self._vc: ObservedVoiceClient | None = None  # the VoiceClient we made; None once discord.py removed it
+        self._voice_client_cls = voice_client_cls
         self._refused: asyncio.Future[int] | None = None  # a 4017 close while our connect is under way
         self._lock = asyncio.Lock()
 
@@ -210,7 +212,7 @@ class VoiceConnection:
         raise UserError(NO_DAVE.format(channel=channel.mention))
 
     def _new_voice_client(self, client: discord.Client, channel: discord.abc.Connectable) -> ObservedVoiceClient:
-        self._vc = ObservedVoiceClient(client, channel, listener=self._on_voice_event)
+        self._vc = self._voice_client_cls(client, channel, listener=self._on_voice_event)
         return self._vc
 
     # -- events ------------------------------------------------------------------------------------
