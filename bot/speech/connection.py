@@ -246,9 +246,13 @@ class VoiceConnection:
 
     def _on_channel(self, channel_id: int | None) -> None:
         """The bot's own voice state: a channel other than the wanted one, outside our join, is a move to follow.
-        None (left) is not acted on here: discord.py's own reconnects leave and rejoin; a real disconnect ends
-        in REMOVED."""
-        if channel_id is None or self.channel_id in (None, channel_id) or self.state is S.CONNECTING:
+        No channel while the call is up is a disconnect by someone else (discord.py's own reconnects take the
+        call down before they leave the channel, and a leave of ours is DISCONNECTED already)."""
+        if channel_id is None:
+            if self.state in LIVE and self.is_connected():
+                self._dropped()
+            return
+        if self.channel_id in (None, channel_id) or self.state is S.CONNECTING:
             return
         log.info("guild %s: moved to channel %s; following", self.guild_id, channel_id)
         self.channel_id = channel_id
@@ -256,8 +260,10 @@ class VoiceConnection:
 
     def _on_removed(self) -> None:
         self._vc = None
-        if self.state in (S.DISCONNECTED, S.CONNECTING):
-            return  # our leave(), or our join, which says how it ended
+        if self.state not in (S.DISCONNECTED, S.CONNECTING, S.DROPPED):  # not our leave(), our join or known
+            self._dropped()
+
+    def _dropped(self) -> None:
         log.info("guild %s: disconnected from voice by Discord or an admin (or discord.py gave up)", self.guild_id)
         self.channel_id = None
         self._watch.set(S.DROPPED)

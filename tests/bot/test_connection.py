@@ -224,15 +224,33 @@ async def test_our_own_move_is_not_reported_as_moved():
     assert S.MOVED not in w.states and w.conn.state is S.E2EE_READY and w.conn.channel.id == w.lounge.id
 
 
-async def test_kicked_is_dropped_and_not_rejoined():
+async def test_kicked_is_dropped_at_once_and_not_rejoined():
     w = World()
     await w.conn.join(w.voice)
-    w.vc.emit(Kind.CHANNEL, channel_id=None)
-    assert w.conn.state is S.E2EE_READY  # leaving alone is no verdict: discord.py's reconnects leave too
-    await w.vc.disconnect(force=True)  # discord.py disconnects and cleans up: a real disconnect
+    w.vc.emit(Kind.CHANNEL, channel_id=None)  # out of the channel while the call is up: someone disconnected us
     assert w.conn.state is S.DROPPED and w.conn.channel_id is None
+    await w.vc.disconnect(force=True)  # then discord.py disconnects and cleans up
+    assert w.conn.state is S.DROPPED and w.states.count(S.DROPPED) == 1 and S.RECONNECTING not in w.states
     assert await w.conn.ensure() is False and w.voice.connects == 1
-    assert w.states[-1] is S.DROPPED
+
+
+async def test_discord_py_leaving_the_channel_to_reconnect_is_not_a_drop():
+    w = World()
+    await w.conn.join(w.voice)
+    w.vc.flow(False, close_code=4006)  # discord.py takes the call down, then leaves and joins again
+    w.vc.emit(Kind.CHANNEL, channel_id=None)
+    w.vc.emit(Kind.CHANNEL, channel_id=w.voice.id)
+    assert w.conn.state is S.RECONNECTING
+    w.vc.flow(True)
+    assert w.conn.state is S.E2EE_READY and w.conn.channel_id == w.voice.id
+
+
+async def test_discord_py_giving_up_is_dropped():
+    w = World()
+    await w.conn.join(w.voice)
+    w.vc.flow(False, close_code=4015)
+    w.vc.emit(Kind.REMOVED)  # its resume failed: it disconnected and cleaned up
+    assert w.conn.state is S.DROPPED and w.conn.channel_id is None and w.states[-2:] == [S.RECONNECTING, S.DROPPED]
 
 
 async def test_leave_is_disconnected_not_dropped():
