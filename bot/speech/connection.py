@@ -19,7 +19,7 @@ from bot.speech.voice_client import Kind, ObservedVoiceClient, VoiceEvent
 log = logging.getLogger(__name__)
 NO_DAVE = ("Discord requires end-to-end encrypted voice (DAVE) in {channel}, and this bot's voice library did not "
            "offer it. The bot's host needs `davey` (installed by `pip install \"discord.py[voice]\"`).")
-RECONNECT_GRACE_S = 5.0  # how long discord.py may take to reconnect (or follow a move) by itself before we rejoin
+RECONNECT_GRACE_S = 5.0  # how long discord.py may take to reconnect or move by itself before we connect afresh
 S = ConnectionState
 VoiceChannel = discord.VoiceChannel | discord.StageChannel
 
@@ -172,8 +172,13 @@ class VoiceConnection:
             self._watch.set(S.CONNECTING)
             try:
                 if vc is not None and vc.is_connected():
-                    await vc.move_to(channel, timeout=self.timeout)
-                else:
+                    await vc.move_to(channel, timeout=RECONNECT_GRACE_S)  # on timeout discord.py only logs
+                    if not vc.is_connected():
+                        # discord.py 2.7's socket reader can sit up to 30 s on the old UDP socket after a recent
+                        # IP discovery, so the moved connection's discovery is not read: a new VoiceClient is
+                        log.warning("guild %s: the move to %s did not finish in %.0f s; connecting afresh",
+                                    self.guild_id, channel.id, RECONNECT_GRACE_S)
+                if vc is None or not vc.is_connected():
                     if vc is not None:
                         await vc.disconnect(force=True)
                     await self._connect(channel)

@@ -69,6 +69,7 @@ class FakeVoiceClient:
         self.voice_privacy_code = "123451234512345123451234512345"
         self.ws = None
         self.disconnects = 0
+        self.stuck = False
 
     def is_connected(self) -> bool:
         return self.connected
@@ -92,6 +93,8 @@ class FakeVoiceClient:
     async def move_to(self, channel, *, timeout) -> None:
         self.channel = channel
         self.emit(Kind.CHANNEL, channel_id=channel.id)
+        if self.stuck:  # discord.py's move does not finish: it logs a timeout, the call is down
+            self.flow(False, close_code=4014)
 
 
 class FakeChannel(discord.VoiceChannel):
@@ -222,6 +225,16 @@ async def test_our_own_move_is_not_reported_as_moved():
     await w.conn.join(w.voice)
     await w.conn.join(w.lounge)
     assert S.MOVED not in w.states and w.conn.state is S.E2EE_READY and w.conn.channel.id == w.lounge.id
+
+
+async def test_a_move_discord_py_does_not_finish_is_a_fresh_connect():
+    w = World()
+    await w.conn.join(w.voice)
+    old = w.vc
+    old.stuck = True
+    await w.conn.join(w.lounge)
+    assert old.disconnects == 1 and w.vc is not old and w.lounge.connects == 1
+    assert w.conn.state is S.E2EE_READY and w.conn.channel.id == w.lounge.id
 
 
 async def test_kicked_is_dropped_at_once_and_not_rejoined():
