@@ -1,7 +1,4 @@
-"""A guild's voice connection (the call), the only code that touches discord.py's VoiceClient: join with permission
-checks, move, leave, reconnect when dropped, a typed ConnectionState driven by voice and gateway events, and the
-voice driver's sink (Opus frames, the speaking flag). A voice server refusing a client without end-to-end encryption
-(close 4017) is reported at once."""
+"""VoiceConnection: a guild's call, the only code touching discord.py's VoiceClient; its state from voice events."""
 
 from __future__ import annotations
 
@@ -38,7 +35,13 @@ def check_can_join(channel: VoiceChannel) -> None:
 
 
 class VoiceConnection:
-    """Owns which channel the bot should be in for one guild, gets it there, and says where the call stands."""
+    """Owns which channel the bot should be in for one guild, gets it there, and says where the call stands.
+
+    Join with permission checks, move, leave, reconnect when dropped; a ConnectionState driven by the events of
+    ObservedVoiceClient (bot/speech/voice_client.py) and the guild's voice states; the voice driver's sink (Opus
+    frames, the speaking flag). A voice server refusing a client without end-to-end encryption (close 4017) is
+    reported at once.
+    """
 
     def __init__(self, client: discord.Client, guild_id: int, *, timeout: float = 20.0,
                  on_state: Callable[[ConnectionState, ConnectionState], None] | None = None,
@@ -238,7 +241,7 @@ class VoiceConnection:
         state = self.state
         if event.connected:
             if state in (S.RECONNECTING, S.MOVED):
-                log.info("guild %s: voice connection back%s", self.guild_id, " after the move" if state is S.MOVED else "")
+                log.info("guild %s: voice connection back (%s)", self.guild_id, state.value)
                 self._watch.set(self._from_facts())
             return
         if state is S.CONNECTING and event.close_code == DAVE_REQUIRED_CLOSE:

@@ -1,4 +1,4 @@
-"""A voice connection's typed state (ConnectionState) and StateWatch: the current state, with waiters woken on each change."""
+"""ConnectionState (a voice connection's typed state) and StateWatch: the state, waiters woken on each change."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""End-to-end encrypted voice (DAVE): whether listeners expect E2EE, whether frames sent now are heard, the privacy code.
-
-discord.py 2.7 runs the DAVE transitions itself but sends plain Opus while its DAVE session is not ready
-(``can_encrypt``), and listeners drop those frames. The bot only waits (bot/speech/connection.py, woken by the
-voice events of bot/speech/voice_client.py) and reports.
-"""
+"""End-to-end encrypted voice (DAVE): whether listeners expect E2EE, whether frames sent now are heard, privacy code."""
 
 from __future__ import annotations
 
@@ -32,7 +27,8 @@ def e2ee_expected(vc: DaveFacts) -> bool:
 
 
 def may_speak(vc: DaveFacts) -> bool:
-    """Every frame sent now would reach listeners: E2EE is ready, or nobody needs it."""
+    """Every frame sent now would reach listeners: E2EE is ready, or nobody needs it. discord.py 2.7 runs the DAVE
+    transitions itself but sends plain Opus while its DAVE session is not ready, and listeners drop those frames."""
     return vc.can_encrypt or not e2ee_expected(vc)
 
 

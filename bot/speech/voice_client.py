@@ -1,11 +1,4 @@
-"""ObservedVoiceClient: discord.py's VoiceClient reporting its lifecycle as VoiceEvents (the bot's one hook into discord.py voice).
-
-discord.py 2.7 has no public event for its voice connection's progress, its voice websocket's close code or its DAVE
-session's readiness. It does let a VoiceClient subclass (``channel.connect(cls=...)``) choose its connection state
-object (``create_connection_state``) and hook every voice websocket message (the ``hook`` of
-``VoiceConnectionState``, as voice receive extensions do). This module uses only those, and VoiceProtocol's own
-``on_voice_state_update`` and ``cleanup``; nothing is patched, and it reads no underscored attribute of discord.py.
-"""
+"""ObservedVoiceClient: discord.py's VoiceClient reporting its lifecycle as VoiceEvents (the one hook into it)."""
 
 from __future__ import annotations
 
@@ -41,7 +34,14 @@ Listener = Callable[["ObservedVoiceClient", VoiceEvent], None]
 
 
 class ObservedVoiceClient(discord.VoiceClient):
-    """A VoiceClient that tells `listener` what happens to it (on the event loop, never raising into discord.py)."""
+    """A VoiceClient that tells `listener` what happens to it (on the event loop, never raising into discord.py).
+
+    discord.py 2.7 has no public event for its voice connection's progress, its voice websocket's close code or its
+    DAVE session's readiness. It does let a VoiceClient subclass (``channel.connect(cls=...)``) choose its connection
+    state object (``create_connection_state``) and hook every voice websocket message (the ``hook`` of
+    ``VoiceConnectionState``, as voice receive extensions do). Only those are used, with VoiceProtocol's own
+    ``on_voice_state_update`` and ``cleanup``: nothing is patched, and no underscored attribute of discord.py is read.
+    """
 
     def __init__(self, client: discord.Client, channel: discord.abc.Connectable, *, listener: Listener) -> None:
         self._listener = listener
