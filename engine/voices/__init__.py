@@ -1,1 +1,1 @@
-"""Voice conversion parts fitted from a reference clip (spectral envelope, aperiodicity, speaking rate)."""
+"""Registered voices on a single-speaker backend: reference clips, embeddings, and voice matching fitted from the clip."""

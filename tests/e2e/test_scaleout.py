@@ -14,7 +14,7 @@ import soundfile as sf
 import soxr
 
 from bench._harness import new_room
-from engine import embedding
+from engine.voices import embedding
 from sandbox import Sandbox, restore_discord
 from tests.e2e.test_voices import SPOKEN, embed_pcm48, espeak_clip, final_edit, register, speak_and_capture
 from tests.fleet import BotProcess, EngineServer, Nginx

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import soxr
 
-from .base import EngineError, Voice
-from .clip import ClipRejected
-from .pitch import track_f0
-from .voices import envelope
-from .voices.envelope import EnvelopeStats
+from engine.base import EngineError, Voice
+from engine.voices.clip import ClipRejected
+from engine.voices.pitch import track_f0
+from engine.voices import envelope
+from engine.voices.envelope import EnvelopeStats
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
     warnings.simplefilter("ignore")
@@ -380,7 +380,7 @@ def estimate_profile(
     chosen by re-synthesizing the calibration audio and maximizing Resemblyzer cosine to the clip. Only the
     parts named in `parts` are used (the others stay as the default voice has them).
     """
-    from . import embedding
+    from engine.voices import embedding
 
     if calibration is None:
         if synthesize_reference_fn is None:
