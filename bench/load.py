@@ -605,10 +605,17 @@ def tally(items: list[Item], records: list[dict], spurt_list: list[Spurt], bot_m
     return counts
 
 
+def bot_posts(messages: list, bot_id: int, after: int) -> list:
+    """The bot's messages posted after message id `after` (a calibration's catch-up notices are about its own items,
+    not this run's)."""
+    return [m for m in messages if m.author.id == bot_id and m.id > after]
+
+
 def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
-            refs: dict[tuple[str, str], list[np.ndarray]] | None = None) -> dict:
+            refs: dict[tuple[str, str], list[np.ndarray]] | None = None, before: dict[int, int] | None = None) -> dict:
     """Heard, told, skipped and lost per guild (tally), summed; the heard items' audio checked against renderings
-    of their texts (`refs`: speech_frames of renderings by (kind, phrase or hostile kind)), TTFA and delays."""
+    of their texts (`refs`: speech_frames of renderings by (kind, phrase or hostile kind)), TTFA and delays.
+    `before`: per guild, the last message id posted before this traffic (the bot's earlier posts are not counted)."""
     totals = collections.Counter()
     say_ttfa: list[float] = []
     readout_delay: list[float] = []
@@ -621,7 +628,7 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
         capture = sb.capture(room.guild)
         spurt_list = spurts(capture)
         # everything the bot posted, also the tells it deleted after 20 s (their authors saw them)
-        bot_msgs = [m for m in room.general.messages if m.author.id == sb.bot_user.id]
+        bot_msgs = bot_posts(room.general.messages, sb.bot_user.id, (before or {}).get(gid, 0))
         totals.update(tally(items, [r for r in records if r["guild"] == gid], spurt_list, bot_msgs,
                             [(kind, it) for g, kind, it in traffic.commands if g == gid]))
         heard_items = [it for it in items if it.heard_at is not None]
@@ -640,7 +647,8 @@ def account(sb, rooms: list[Room], traffic: Traffic, records: list[dict],
                                     it.heard_at and round(it.heard_at, 2), it.margin,
                                     it.record and it.record["catch_up"], it.record and len(it.record["spans"]))
                                    for it in items],
-                         "bot": [m.content[:60] for m in bot_msgs]})
+                         "bot": [m.content[:60] for m in bot_msgs],
+                         "commands": [(kind, first_text(it)) for g, kind, it in traffic.commands if g == gid]})
     cmds = [it for _, _, it in traffic.commands]
     keys = ("accepted", "heard", "told", "skipped_by_user", "lost", "counted_twice", "say_told", "say_unanswered",
             "unidentified_spurts", "off_length", "frames_missing")
@@ -690,6 +698,8 @@ async def run(plan: Plan) -> dict:
                     calibration = await calibrate(sb, plan, rooms, data, capacity, per_slot, slots, mean, lengths)
                     actions = max(20, round(plan.factor * calibration["capacity"] * plan.window_s /
                                             (mean * SPEECH_SHARE)))
+                # what the bot posted before (setup, the calibration's notices) is about none of this run's items
+                before = {r.guild.id: max((m.id for m in r.general.messages), default=0) for r in rooms}
                 t0, cpu0, own0 = time.monotonic(), cpu_seconds(child.pid), cpu_seconds()
                 await drive(sb, plan, rooms, actions, lengths, traffic)
                 sent_s = time.monotonic() - t0
@@ -702,7 +712,7 @@ async def run(plan: Plan) -> dict:
                 DUMP.append({"child_log": (data / "child.log").read_text(errors="replace")[-200_000:],
                              "utterances": (data / "utterances.jsonl").read_text()})
             utterances = [json.loads(line) for line in (data / "utterances.jsonl").read_text().splitlines()]
-            counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0], refs)
+            counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0], refs, before)
         restore_discord()
     utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]

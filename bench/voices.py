@@ -20,7 +20,7 @@ for a registered voice with the bundled voice's, same engine, same text.
     python bench/voices.py [--speakers N] [--ablation]
 
 --ablation also registers every speaker with each shipped conversion part left out, with each part that is
-not shipped added (engine.matching.PARTS, SHIPPED_PARTS), and with only the pitch and formant warp of before,
+not shipped added (engine.voices.matching.PARTS, SHIPPED_PARTS), and with only the pitch and formant warp of before,
 and prints what each part adds.
 """
 
@@ -46,12 +46,12 @@ import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import embedding  # noqa: E402
+from engine.voices import embedding  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.bench import _stream_times  # noqa: E402
-from engine.matching import PARTS, SHIPPED_PARTS  # noqa: E402
-from engine.piper import PiperBackend  # noqa: E402
-from engine.registration import Registration, register_clip, synthesize_default  # noqa: E402
+from engine.voices.matching import PARTS, SHIPPED_PARTS  # noqa: E402
+from engine.backends.piper import PiperBackend  # noqa: E402
+from engine.voices.registration import Registration, register_clip, synthesize_default  # noqa: E402
 from engine.settings import EngineSettings, PiperSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
 

@@ -29,13 +29,11 @@ class _LiveCollector:
         queue = GaugeMetricFamily("voicebot_queue_length", "Utterances waiting per guild", labels=["guild"])
         connections = GaugeMetricFamily("voicebot_voice_connections", "Active voice connections")
         underruns = CounterMetricFamily("voicebot_underruns", "Silence frames inserted mid-utterance")
-        connected = 0
         total_underruns = 0
         for guild_id, sp in self.speech.speakers.items():
             queue.add_metric([str(guild_id)], len(sp.pending()))
-            connected += sp.connection.is_connected()
             total_underruns += sp.underruns
-        connections.add_metric([], connected)
+        connections.add_metric([], self.speech.voice_connections())
         underruns.add_metric([], total_underruns)
         yield from (queue, connections, underruns)
         counters = self.engine.stats()
@@ -56,6 +54,7 @@ class BotMetrics:
     """The bot's Prometheus registry: a speech listener's counts and the live collector above."""
 
     def __init__(self, speech: SpeechService, engine: Engine) -> None:
+        self.speech = speech
         self.registry = CollectorRegistry()
         self.ttfa = Histogram("voicebot_ttfa_seconds", "Request to first audio frame played",
                               buckets=TTFA_BUCKETS, registry=self.registry)

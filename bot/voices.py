@@ -22,7 +22,7 @@ from bot.user_options import BY_FIELD as USER_OPTIONS, VOICE_DEFAULTS
 from engine.base import Engine, EngineError, Voice, VoiceProfile
 
 if TYPE_CHECKING:
-    from engine.registration import Registration
+    from engine.voices.registration import Registration
 
 log = logging.getLogger(__name__)
 NAME_RE = re.compile(r"^[\w][\w \-']{0,31}$")

@@ -20,7 +20,7 @@ def create_app(bot: discord.Client, metrics: BotMetrics) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         ready = bot.is_ready() and not bot.is_closed()
         body = {"status": "ok" if ready else "starting", "guilds": len(bot.guilds),
-                "voice_connections": sum(1 for vc in bot.voice_clients if vc.is_connected()),
+                "voice_connections": metrics.speech.voice_connections(),
                 "latency_ms": round(bot.latency * 1000, 1) if bot.latency == bot.latency else None}
         return web.json_response(body, status=200 if ready else 503)
 

@@ -15,10 +15,10 @@ from engine.base import EngineError
 
 # name -> (module, one-line help). Add a subcommand by adding a line here.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "say": ("engine.cli_say", "speak TEXT into a WAV file, exactly as the bot would play it (48 kHz stereo)"),
+    "say": ("engine.cli.say", "speak TEXT into a WAV file, exactly as the bot would play it (48 kHz stereo)"),
     "bench": ("engine.bench", "measure the engine against raw Piper; prints ratios from one run"),
-    "register": ("engine.cli_register", "register a voice from a reference clip"),
-    "serve": ("engine.cli_serve", "run the engine server (OpenAI-compatible /v1/audio/speech)"),
+    "register": ("engine.cli.register", "register a voice from a reference clip"),
+    "serve": ("engine.cli.serve", "run the engine server (OpenAI-compatible /v1/audio/speech)"),
 }
 
 EXIT_USAGE = 2

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from engine.registration import Registration
+    from engine.voices.registration import Registration
 
 DISCORD_RATE = 48_000
 DISCORD_CHANNELS = 2

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from engine.base import Engine, Voice
 from engine.factory import build_engine
-from engine.piper import bundled_model_path
+from engine.backends.piper import bundled_model_path
 from engine.settings import EngineSettings, PiperSettings
 
 ONE_SENTENCE = "The weather this morning was bright and clear, with a gentle breeze coming in from the west."
@@ -193,7 +193,7 @@ async def bench_fairness(model: str, keys: int = 8, per_key: int = 5) -> list[Me
 
 async def bench_remote(model: str, rounds: int) -> list[Metric]:
     """The remote backend through the engine server (same process, loopback) against the local engine."""
-    from engine.server import serve_in_background
+    from engine.server.app import serve_in_background
     from engine.settings import RemoteSettings, ServerSettings
 
     local, served = await _engine(1, model), await _engine(1, model)
@@ -266,7 +266,7 @@ def bench_detection(runs: int = 300) -> list[Metric]:
 
 async def bench_espeak(model: str, rounds: int) -> list[Metric]:
     """eSpeak NG's first frame against Piper's, the same sentence through the same engine (scheduler, framing)."""
-    from engine.espeak import VOICE_NAME
+    from engine.backends.espeak import VOICE_NAME
 
     engine = await _engine(1, model)  # eSpeak NG is in every engine's catalog where it is installed
     voices = {"espeak": Voice(name=VOICE_NAME, language="en"), "piper": Voice(language="en")}

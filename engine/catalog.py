@@ -8,8 +8,8 @@ import logging
 from pathlib import Path
 
 from engine.base import AsyncBackend, Backend, BackendUnavailable, Voice
-from engine.espeak import VOICE_NAME as ESPEAK_VOICE
-from engine.espeak import EspeakBackend
+from engine.backends.espeak import VOICE_NAME as ESPEAK_VOICE
+from engine.backends.espeak import EspeakBackend
 from engine.languages import base
 from engine.settings import EngineSettings
 
@@ -22,7 +22,7 @@ def scan_piper_voices(settings: EngineSettings, taken: set[str]) -> dict[str, Ba
     folder = settings.piper.voices_dir
     if not folder:
         return {}
-    from engine.piper import PiperBackend
+    from engine.backends.piper import PiperBackend
 
     found: dict[str, Backend] = {}
     path = Path(folder).expanduser()

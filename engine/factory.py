@@ -28,13 +28,13 @@ def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
     """The backend named by `settings.backend`; BackendUnavailable says what is missing."""
     name = settings.backend
     if name == "piper":
-        from engine.piper import PiperBackend
+        from engine.backends.piper import PiperBackend
 
         return PiperBackend(settings.piper, workers=settings.workers)
     if name == "cosyvoice2":
-        return _lazy("engine.cosyvoice", "CosyVoiceBackend", "cosyvoice2")(settings.cosyvoice, workers=settings.workers)
+        return _lazy("engine.backends.cosyvoice", "CosyVoiceBackend", "cosyvoice2")(settings.cosyvoice, workers=settings.workers)
     if name == "remote":
-        return _lazy("engine.remote", "RemoteBackend", "remote")(settings.remote)
+        return _lazy("engine.backends.remote", "RemoteBackend", "remote")(settings.remote)
     raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
 
 

@@ -49,7 +49,9 @@ class Scheduler:
     due when it arrived, or when its key was last served if that is later (so keys take turns and one busy
     key cannot starve the others); a waiter with `due` (a callable, monotonic seconds, asked at each grant)
     is due then: a later segment of speech that is playing, due shortly before its audio in hand runs out.
-    Urgent waiters have a level of their own, served first (the bot's /say before channel readout). A
+    Urgent waiters have a level of their own, served first (the bot's /say before channel readout), except an
+    urgent waiter with a deadline still ahead (a later segment with audio in hand), which waits its turn by
+    that deadline among the others, and a waiter of either level whose deadline has come goes first. A
     waiter that is cancelled leaves the queue; one cancelled just as it was granted gives the slot back.
     Must be used from one event loop.
     """
@@ -132,33 +134,44 @@ class Scheduler:
 
     def _dispatch(self) -> None:
         while self._total < self.max_concurrency:
-            if not any(self._grant_one(level) for level in self._levels):
+            if not self._grant_one():
                 return  # nobody waits, or every waiting key is at its limit
 
-    def _grant_one(self, level: _Level) -> bool:
-        """Grant the waiter of `level` due first whose key is under its limit; False when there is none."""
+    def _grant_one(self) -> bool:
+        """Grant the waiter that goes first and whose key is under its limit; False when there is none.
+
+        First: urgent waiters without a deadline, and waiters whose deadline has come (speech about to run dry,
+        at either level); by when they are due. Then every other waiter by when it is due: a later segment of
+        urgent speech with enough audio in hand waits like any other (it does not hold back readout's first
+        segments for as long as it has audio to play)."""
+        now = time.monotonic()
         while True:
-            best, best_at = None, (math.inf, math.inf)
-            for key, queue in level.queues.items():
-                if self._running.get(key, 0) >= self.per_key_limit:
-                    continue
-                at = (level.due(key, queue[0]), queue[0].seq)
-                if at < best_at:
-                    best, best_at = key, at
+            best, best_at = None, (2, math.inf, math.inf)
+            for level in self._levels:
+                for key, queue in level.queues.items():
+                    if self._running.get(key, 0) >= self.per_key_limit:
+                        continue
+                    waiter = queue[0]
+                    due = level.due(key, waiter)
+                    first = (level is self._levels[0] and waiter.due is None) or (waiter.due is not None and due <= now)
+                    at = (0 if first else 1, due, waiter.seq)
+                    if at < best_at:
+                        best, best_at = (level, key), at
             if best is None:
                 return False
-            queue = level.queues[best]
+            level, key = best
+            queue = level.queues[key]
             waiter = queue.popleft()
             if queue:  # its next waiter goes behind those already waiting
-                level.served[best] = time.monotonic()
+                level.served[key] = time.monotonic()
             else:  # (a waiter that comes later arrives after now anyway)
-                level.queues.pop(best, None)
-                level.served.pop(best, None)
+                level.queues.pop(key, None)
+                level.served.pop(key, None)
             if waiter.fut.done():  # cancelled but not yet forgotten
                 continue
             self._total += 1
-            self._running[best] = self._running.get(best, 0) + 1
-            waiter.fut.set_result(Grant(self, best))
+            self._running[key] = self._running.get(key, 0) + 1
+            waiter.fut.set_result(Grant(self, key))
             return True
 
 

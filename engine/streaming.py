@@ -32,13 +32,13 @@ from engine.base import (
     Voice,
 )
 from engine.catalog import VoiceCatalog
-from engine.pool import WorkerPool
+from engine.backends.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
 from engine.segment import clean_text, split_segments
 from engine.settings import EngineSettings
 
 if TYPE_CHECKING:
-    from engine.registration import Registration
+    from engine.voices.registration import Registration
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class StreamingEngine:
     """The Engine of engine/base.py over one backend.
 
     Each segment of an utterance takes a scheduler slot keyed by `key`; a blocking backend's generator
-    runs a whole segment on one thread of a pool of `settings.workers` (engine/pool.py), so it never
+    runs a whole segment on one thread of a pool of `settings.workers` (engine/backends/pool.py), so it never
     changes thread (its session stays with it); AsyncBackends run on the loop.
     Effective parallelism is min(workers, max_concurrency). Segment N+1 is started (waits for its slot) while segment N
     is streamed, so playback has no gaps. Closing or cancelling the stream cancels its work and
@@ -443,7 +443,7 @@ class StreamingEngine:
         """Check a reference clip and derive this backend's features from it (Piper: its voice-matching
         profile; CosyVoice2: its frontend features; remote: the clip uploaded to the engine server).
         Runs off the loop, one registration at a time (it is CPU-heavy)."""
-        from engine.registration import register_clip
+        from engine.voices.registration import register_clip
 
         if self._closed:
             raise EngineError("The speech engine is shut down.")

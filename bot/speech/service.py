@@ -17,6 +17,7 @@ from bot.prefs import PrefsService
 from bot.storage.settings_repo import GuildPrefs
 from bot.speech.audio_file import AudioFiles
 from bot.speech.connection import VoiceConnection
+from bot.speech.connection_state import ConnectionState
 from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
 from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids, speakable_content
@@ -35,7 +36,6 @@ ALONE_GRACE_S = 2.0
 # Opus in its full-band (CELT) mode: at 64 kbps on this project's voice ~3x cheaper per frame than "voip"/"voice"
 # (SILK or hybrid: 117 vs 325 us per 20 ms frame) and closer to the synthesized waveform (SNR 23 vs 12 dB)
 OPUS_OPTIONS = {"application": "audio", "signal_type": "auto"}
-DISCONNECT_GRACE_S = 1.0  # how long a real voice disconnect may take to remove discord.py's VoiceClient
 
 
 class SpeechService:
@@ -67,7 +67,8 @@ class SpeechService:
         if sp is None:
             s = self.settings
             sp = GuildSpeaker(
-                guild_id, self.engine, VoiceConnection(self.client, guild_id),
+                guild_id, self.engine,
+                VoiceConnection(self.client, guild_id, on_state=lambda _, now, g=guild_id: self._connection_is(g, now)),
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
                 pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
@@ -96,16 +97,19 @@ class SpeechService:
 
     def is_connected(self, guild_id: int) -> bool:
         sp = self.speakers.get(guild_id)
-        if sp is not None:
-            return sp.connection.is_connected()
-        guild = self.client.get_guild(guild_id)
-        return bool(guild and guild.voice_client and guild.voice_client.is_connected())
+        return sp is not None and sp.connection.is_connected()
+
+    def voice_connections(self) -> int:
+        """How many guilds' voice connections are up now."""
+        return sum(sp.connection.is_connected() for sp in self.speakers.values())
 
     def voice_channel(self, guild_id: int) -> discord.abc.GuildChannel | None:
         return self.speaker(guild_id).connection.channel
 
-    async def join(self, channel: discord.VoiceChannel | discord.StageChannel) -> discord.VoiceClient:
-        return await self.speaker(channel.guild.id).connection.join(channel)
+    async def join(self, channel: discord.VoiceChannel | discord.StageChannel) -> VoiceConnection:
+        connection = self.speaker(channel.guild.id).connection
+        await connection.join(channel)
+        return connection
 
     async def leave(self, guild_id: int) -> bool:
         sp = self.speakers.get(guild_id)
@@ -249,48 +253,30 @@ class SpeechService:
         await asyncio.gather(*(sp.close() for sp in speakers), return_exceptions=True)
         await asyncio.to_thread(self.driver.close)
         for sp in speakers:
-            vc = sp.connection.voice_client
-            if vc is not None:
-                try:
-                    await asyncio.wait_for(vc.disconnect(force=True), 5)
-                except Exception:
-                    pass
+            try:
+                await asyncio.wait_for(sp.connection.leave(), 5)
+            except Exception:
+                pass
 
     # -- voice state -----------------------------------------------------------------------------
+    def _connection_is(self, guild_id: int, state: ConnectionState) -> None:
+        """A guild's connection changed state: dropped (kicked, the channel deleted) clears its queue."""
+        sp = self.speakers.get(guild_id)
+        if state is ConnectionState.DROPPED and sp is not None:
+            log.info("guild %s: dropped from voice; queue cleared", guild_id)
+            sp.stop()
+
     async def _on_voice_state_update(self, member: discord.Member, before: discord.VoiceState,
                                      after: discord.VoiceState) -> None:
+        """Anyone's voice state (the bot's own reaches its VoiceConnection from discord.py): who else is in the call
+        decides whether E2EE is expected, and whether the bot is alone."""
         guild_id = member.guild.id
         sp = self.speakers.get(guild_id)
         if sp is None:
             return
-        me = member.guild.me
-        if me is not None and member.id == me.id:
-            if after.channel is None and sp.connection.channel_id is not None and before.channel is not None:
-                if await self._voice_client_removed(sp):
-                    log.info("guild %s: disconnected from voice by Discord or an admin; queue cleared", guild_id)
-                    sp.connection.dropped()
-                    sp.stop()
-                else:
-                    log.info("guild %s: voice connection dropped; discord.py is reconnecting", guild_id)
-            elif after.channel is not None and sp.connection.channel_id not in (None, after.channel.id):
-                log.info("guild %s: moved to channel %s; following", guild_id, after.channel.id)
-                sp.connection.followed_move(after.channel.id)
+        sp.connection.members_changed()
         if self.settings.leave_when_alone:
             self._schedule_alone_check(guild_id)
-
-    async def _voice_client_removed(self, sp: GuildSpeaker) -> bool:
-        """Whether leaving the channel was a real disconnect (a kick, the channel deleted) rather than
-        discord.py's own reconnect after the voice websocket closed (it leaves and rejoins, keeping its
-        VoiceClient). A real disconnect removes the VoiceClient within moments; wait that long to see."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DISCONNECT_GRACE_S
-        while True:
-            vc = sp.connection.voice_client
-            if vc is None:
-                return True
-            if vc.is_connected() or loop.time() >= deadline:
-                return False
-            await asyncio.sleep(0.05)
 
     def _schedule_alone_check(self, guild_id: int) -> None:
         old = self._alone_checks.pop(guild_id, None)

@@ -42,7 +42,6 @@ class StreamingSource:
         self._space.set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
-        self._partial = b""
         self._grew: asyncio.Event = asyncio.Event()  # set whenever frames are added or the producer ends
         # where each segment after the first starts (frame numbers): the player may give way there
         self._boundaries: collections.deque[int] = collections.deque()
@@ -86,14 +85,14 @@ class StreamingSource:
                 on_done(self)
 
     async def _push(self, pcm: bytes) -> None:
-        data = self._partial + pcm
-        whole = len(data) - len(data) % FRAME_BYTES
-        self._partial = data[whole:]
-        for offset in range(0, whole, FRAME_BYTES):
+        """Add a chunk's frames: the engine frames audio once (engine.audio.FrameConverter), here it is only cut."""
+        if len(pcm) % FRAME_BYTES:
+            raise ValueError(f"the engine sent {len(pcm)} bytes of audio, not whole 20 ms frames")
+        for offset in range(0, len(pcm), FRAME_BYTES):
             while not self._closed:
                 with self._lock:
                     if len(self._encoded) + len(self._frames) < self.max_frames:
-                        self._frames.append(data[offset:offset + FRAME_BYTES])
+                        self._frames.append(pcm[offset:offset + FRAME_BYTES])
                         self.frames_written += 1
                         break
                     self._space.clear()
@@ -106,10 +105,6 @@ class StreamingSource:
 
     def _finish(self) -> None:
         with self._lock:
-            if self._partial and not self._closed:
-                self._frames.append(self._partial.ljust(FRAME_BYTES, b"\x00"))
-                self.frames_written += 1
-            self._partial = b""
             self._finished = True
         self.first_frame_ready.set()  # wake a waiter even when nothing came
         self._grew.set()

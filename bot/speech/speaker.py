@@ -15,7 +15,6 @@ from bot.aio import cancel_and_wait
 from bot.errors import UserError
 from bot.speech.connection import VoiceConnection
 from bot.speech.driver import End, Track, VoiceDriver
-from bot.speech.e2ee import wait_e2ee
 from bot.speech.pacing import FRAME_S, Pacer, Progress, catch_up_speed
 from bot.speech.queue_policy import SpeechQueue
 from bot.speech.source import StreamingSource
@@ -430,13 +429,12 @@ class GuildSpeaker:
             return Outcome.SKIPPED
         if self._yields(src):  # ... or while it was held back to keep ahead of the player
             return None
-        vc = await self.connection.ensure()
-        if vc is None:
+        if not await self.connection.ensure():
             src.close()
             return await self._fail(utt, "I'm not in a voice channel here. Use /join first.")
         # listeners drop audio sent before the call's E2EE is ready: wait for it (bounded), here and mid-utterance
         held = time.monotonic()
-        if not await wait_e2ee(vc, self.e2ee_wait_s):
+        if not await self.connection.wait_e2ee(self.e2ee_wait_s):
             src.close()
             log.warning("guild %s: E2EE not ready after %.1f s", self.guild_id, self.e2ee_wait_s)
             return await self._fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s))

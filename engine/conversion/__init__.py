@@ -19,7 +19,7 @@ def with_conversion(backend: Backend | AsyncBackend, settings: EngineSettings) -
         )
     from engine.conversion.backend import ConvertedBackend
     from engine.conversion.model import Converter
-    from engine.piper import intra_op_threads
+    from engine.backends.piper import intra_op_threads
 
     threads = intra_op_threads(settings.piper, settings.workers)
     return ConvertedBackend(backend, Converter(settings.conversion.model, threads, settings.workers))

@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.base import Backend, BackendUnavailable, CancelToken, EngineError, Voice
 from engine.conversion.model import Converter
-from engine.registration import synthesize_default
+from engine.voices.registration import synthesize_default
 from engine.streaming import _takes_cancel
 
 # Rendered by the backend's own voice once at load: its speaker embedding is the source of every conversion.

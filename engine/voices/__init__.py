@@ -1,1 +1,1 @@
-"""Voice conversion parts fitted from a reference clip and their signal processing (envelope, PSOLA, STFT filter)."""
+"""Registered voices on a single-speaker backend: reference clips, embeddings, and voice matching fitted from the clip (envelope, PSOLA, STFT filter)."""

@@ -9,7 +9,6 @@ from discord.ext import commands
 from bot import checks
 from bot.errors import UserError, reply
 from bot.speech.audio_file import attachment
-from bot.speech.e2ee import wait_privacy_code
 from bot.speech.say import SayOrder
 
 Channel = discord.VoiceChannel | discord.StageChannel
@@ -37,8 +36,8 @@ class SpeechCog(commands.Cog):
                 and not checks.may_control(interaction, current)):
             raise UserError(f"I'm in use in {current.mention}; join it, or ask someone with Move Members.")
         await interaction.response.defer(ephemeral=True, thinking=True)
-        vc = await self.speech.join(target)
-        code = await wait_privacy_code(vc, 5.0)  # E2EE: an admin can compare it with their Discord client's
+        connection = await self.speech.join(target)
+        code = await connection.wait_privacy_code(5.0)  # E2EE: an admin can compare it with their Discord client's
         note = f" Voice privacy code: {code}" if code else ""
         await interaction.followup.send(f"Joined {target.mention}.{note}", ephemeral=True)
 

@@ -157,7 +157,7 @@ def test_text_limits_that_apply_together_are_checked_together(tmp_path):
 
 
 def test_clip_speech_bounds_are_not_bot_settings(tmp_path):
-    """voices.min_speech_s/max_speech_s were read by nothing; engine/clip.py declares the bounds."""
+    """voices.min_speech_s/max_speech_s were read by nothing; engine/voices/clip.py declares the bounds."""
     path = tmp_path / "config.toml"
     path.write_text("[voices]\nmin_speech_s = 1.0\n")
     with pytest.raises(ConfigError, match=re.escape("unknown key 'voices.min_speech_s'")):

@@ -21,17 +21,29 @@ async def gen(chunks, delay=0.0):
         yield c
 
 
-async def test_frames_then_end_and_partial_frame_is_padded():
+async def test_frames_then_end():
     src = StreamingSource(max_frames=100)
-    odd = AudioChunk(b"\x02" * (FRAME_BYTES + 10), 48_000, 2)
-    src.start(gen([chunk(2), odd]))
+    src.start(gen([chunk(2), chunk(1, 2)]))
     await asyncio.wait_for(src.producer, 5)
     frames = []
     while (f := src.read()) != b"":
         frames.append(f)
-    assert len(frames) == 4 and all(len(f) == FRAME_BYTES for f in frames)
-    assert frames[3][:10] == b"\x02" * 10 and frames[3][10:] == b"\x00" * (FRAME_BYTES - 10)
-    assert src.underruns == 0
+    assert len(frames) == 3 and all(len(f) == FRAME_BYTES for f in frames)
+    assert frames[2] == b"\x02" * FRAME_BYTES
+    assert src.underruns == 0 and src.error is None
+
+
+async def test_a_chunk_not_whole_frames_ends_the_utterance_with_an_error():
+    """The engine frames audio once; a chunk that breaks that contract is an error, not padded again here."""
+    src = StreamingSource(max_frames=100)
+    odd = AudioChunk(b"\x02" * (FRAME_BYTES + 10), 48_000, 2)
+    src.start(gen([chunk(2), odd, chunk(1)]))
+    await asyncio.wait_for(src.producer, 5)
+    assert isinstance(src.error, ValueError) and "not whole 20 ms frames" in str(src.error)
+    frames = []
+    while (f := src.read()) != b"":
+        frames.append(f)
+    assert len(frames) == 2 and src.finished
 
 
 async def test_empty_buffer_mid_utterance_gives_silence_and_counts_underrun():

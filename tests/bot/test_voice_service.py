@@ -13,7 +13,7 @@ from bot.storage.database import Database, upgrade
 from bot.voices import VoiceService
 from engine.base import Engine
 from engine.factory import build_engine
-from engine.registration import Registration
+from engine.voices.registration import Registration
 from tests.e2e.test_voices import FIT, espeak_clip
 
 

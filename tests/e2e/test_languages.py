@@ -10,7 +10,7 @@ import pytest
 
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.base import Voice
-from engine.espeak import VOICE_NAME as ESPEAK
+from engine.backends.espeak import VOICE_NAME as ESPEAK
 from tests.audio_util import assert_same_speech, band_profile, mono
 from tests.e2e.conftest import make_settings
 from tests.e2e.test_readout import enable_readout, join

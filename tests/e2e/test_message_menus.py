@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 import soxr
 
-from engine import embedding
+from engine.voices import embedding
 from tests.e2e.recorders import Heard
 from tests.e2e.test_voices import SPOKEN, embed_pcm48, espeak_clip, final_edit, register
 

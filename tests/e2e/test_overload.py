@@ -10,7 +10,7 @@ import pytest
 
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.base import Voice
-from engine.piper import PiperBackend
+from engine.backends.piper import PiperBackend
 from engine.streaming import StreamingEngine
 from tests.e2e.conftest import make_settings
 from tests.e2e.doubles import SlowBackend

@@ -11,10 +11,10 @@ import soundfile as sf
 import soxr
 
 from demo.sandbox_bot import sandbox_settings, start_bot
-from engine import embedding
+from engine.voices import embedding
 from engine.base import Voice
 from engine.factory import build_engine
-from engine.server import serve_in_background
+from engine.server.app import serve_in_background
 from engine.settings import EngineSettings, ServerSettings
 from tests.audio_util import assert_same_speech, mono, rms
 from tests.e2e.conftest import make_settings, steady_engine
@@ -59,7 +59,7 @@ async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
 async def test_the_remote_backend_speaks_the_languages_of_its_servers_voices(sb, demo, tmp_path):
     """A server whose voice speaks German: the bot learns that at warm-up, so a German message (language
     auto) is spoken by the server, and a French one by the bot's own eSpeak NG."""
-    from engine.espeak import VOICE_NAME as ESPEAK
+    from engine.backends.espeak import VOICE_NAME as ESPEAK
     from tests.e2e.test_languages import FRENCH, GERMAN, set_language
     from tests.piper_voices import drop_piper_voice
 
@@ -109,7 +109,7 @@ async def test_unreachable_engine_server_is_reported_to_the_user(sb, demo, tmp_p
 async def test_voice_registered_through_a_remote_backend_reaches_the_server_and_is_heard(sb, demo, tmp_path):
     """/voice register with engine.backend = "remote" uploads the clip to the engine server, and /say in
     that voice is spoken by the server in the matched voice (closer to the reference than the default)."""
-    from engine.voice_store import VoiceStore
+    from engine.server.voice_store import VoiceStore
     from tests.e2e.test_voices import SPOKEN, embed_pcm48, espeak_clip, final_edit, register, speak_and_capture
 
     server_engine = build_engine(steady_engine(EngineSettings()))

@@ -14,7 +14,7 @@ import soundfile as sf
 import soxr
 
 from bench._harness import new_room
-from engine import embedding
+from engine.voices import embedding
 from sandbox import Sandbox, restore_discord
 from tests.e2e.test_voices import SPOKEN, embed_pcm48, espeak_clip, final_edit, register, speak_and_capture
 from tests.fleet import BotProcess, EngineServer, Nginx
@@ -50,6 +50,23 @@ async def _one_streaming(servers: list[EngineServer], timeout: float = 60.0) -> 
                 return i
         await asyncio.sleep(0.05)
     raise AssertionError("no engine server was streaming")
+
+
+async def _told_or_heard(it, capture, timeout: float = 120.0) -> list[str]:
+    """After a server was killed mid-stream: wait until the author was told (the utterance failed, maybe before
+    a word of it was heard) or what was heard has ended; returns what the author was told besides "Speaking."."""
+    def told() -> list[str]:
+        return [t for t in (f.message.content if f.message else f.content for f in it.followups) if t != "Speaking."]
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (told() or capture.voiced):
+        if loop.time() >= deadline:
+            raise AssertionError("after the kill the bot neither spoke nor told the author anything")
+        await asyncio.sleep(0.1)
+    if capture.voiced:
+        await capture.wait_until_silent(1.5, timeout=max(1.0, deadline - loop.time()))
+    return told()
 
 
 async def test_two_bot_processes_and_two_engine_servers_behind_nginx(pg_url, tmp_path) -> None:
@@ -120,8 +137,7 @@ async def test_two_bot_processes_and_two_engine_servers_behind_nginx(pg_url, tmp
             assert await it.wait_text(timeout=60) == "Speaking."
             killed = await _one_streaming(servers)
             await servers[killed].kill()
-            await capture.wait_until_silent(1.5, timeout=120)
-            told = [t for t in (f.message.content if f.message else f.content for f in it.followups) if t != "Speaking."]
+            told = await _told_or_heard(it, capture)
             heard, whole_s = len(capture.pcm()), len(whole) / BYTES_PER_S
             print(f"killed server {killed} mid-stream: heard {heard / BYTES_PER_S:.1f} of {whole_s:.1f} s; told {told}")
             assert told or heard > 0.8 * len(whole), "the utterance broke off and its author was not told"

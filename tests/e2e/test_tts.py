@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 import soxr
 
-from engine import embedding
+from engine.voices import embedding
 from engine.base import Voice
 from tests.audio_util import assert_same_speech, mono
 from tests.e2e.test_voices import FIT, embed_pcm48, espeak_clip, final_edit, register

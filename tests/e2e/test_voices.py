@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 import soxr
 
-from engine import embedding
+from engine.voices import embedding
 from tests.audio_util import mono
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli_serve import settings_from
+from engine.cli.serve import settings_from
 from engine.__main__ import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from engine.base import EngineError
-from engine.clip import ClipRejected, load_clip, to_flac
+from engine.voices.clip import ClipRejected, load_clip, to_flac
 from tests.engine import clips
 
 MB = 1_000_000

@@ -19,7 +19,7 @@ from engine.conversion.backend import ConvertedBackend  # noqa: E402
 from engine.conversion.export_openvoice import export  # noqa: E402
 from engine.conversion.model import Converter, ConverterConfig, linear_spectrogram  # noqa: E402
 from engine.factory import build_engine  # noqa: E402
-from engine.registration import Registration, register_clip  # noqa: E402
+from engine.voices.registration import Registration, register_clip  # noqa: E402
 from engine.settings import ConversionSettings, EngineSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
 from tests.engine import clips  # noqa: E402

@@ -22,10 +22,10 @@ import pytest
 import soundfile
 import torch
 
-from engine import cosyvoice as cv
-from engine import cosyvoice_device
+from engine.backends import cosyvoice as cv
+from engine.backends import cosyvoice_device
 from engine.base import BackendUnavailable, CancelToken, EngineError, TextRejected, Voice, VoiceProfile
-from engine.cosyvoice import CosyVoiceBackend
+from engine.backends.cosyvoice import CosyVoiceBackend
 from engine.settings import CosyVoiceSettings
 
 RATE = 24_000

@@ -12,15 +12,15 @@ import pytest
 import soundfile as sf
 import soxr
 
-from engine import embedding
+from engine.voices import embedding
 from engine.base import Engine, Voice, VoiceProfile
 from engine.factory import build_engine
-from engine.remote_voice import RemoteVoice
-from engine.server import registrar_for, serve_in_background
-from engine.server_auth import tenant_id
+from engine.backends.remote_voice import RemoteVoice
+from engine.server.app import registrar_for, serve_in_background
+from engine.server.auth import tenant_id
 from engine.settings import EngineSettings, RemoteSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.voice_store import VoiceStore
+from engine.server.voice_store import VoiceStore
 from tests.audio_util import mono
 from tests.e2e.test_voices import FIT, SPOKEN, embed_pcm48, espeak_clip
 
@@ -112,7 +112,7 @@ def test_remote_blob_round_trip_and_old_blobs() -> None:
 
 
 def test_store_is_an_lru_that_keeps_public_voices(tmp_path) -> None:
-    from engine.voice_store import VoiceStoreFull
+    from engine.server.voice_store import VoiceStoreFull
 
     store = VoiceStore(tmp_path, max_voices=2)
 

@@ -13,7 +13,7 @@ import pytest
 
 from engine.base import FRAME_BYTES, CancelToken, EngineError, Voice
 from engine.catalog import VoiceCatalog
-from engine.espeak import VOICE_NAME as ESPEAK, EspeakBackend, parse_voices
+from engine.backends.espeak import VOICE_NAME as ESPEAK, EspeakBackend, parse_voices
 from engine.factory import build_engine
 from engine.settings import EngineSettings, EspeakSettings, PiperSettings
 from tests.piper_voices import drop_piper_voice

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import soxr
 
-from engine import embedding
+from engine.voices import embedding
 from engine.base import Voice, VoiceProfile
-from engine.clip import CLIP_RATE, load_clip
-from engine.matching import (
+from engine.voices.clip import CLIP_RATE, load_clip
+from engine.voices.matching import (
     F0_CEIL,
     F0_FLOOR,
     MatchProfile,
@@ -30,9 +30,9 @@ from engine.matching import (
     speaking_rate,
     warp_envelope,
 )
-from engine.piper import PiperBackend
-from engine.pitch import track_f0
-from engine.registration import synthesize_default
+from engine.backends.piper import PiperBackend
+from engine.voices.pitch import track_f0
+from engine.voices.registration import synthesize_default
 from engine.voices import envelope
 from tests.engine import clips
 

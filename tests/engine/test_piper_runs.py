@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.base import Voice
-from engine.piper import WARM_UP_TEXT, word_runs
+from engine.backends.piper import WARM_UP_TEXT, word_runs
 
 NAMES = " ".join(f"user12x{i}" for i in range(20))[:150]  # reads far longer than its 150 characters
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from engine.base import EngineError
-from engine.piper import intra_op_threads
+from engine.backends.piper import intra_op_threads
 from engine.settings import PiperSettings
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.pitch import track_f0
+from engine.voices.pitch import track_f0
 
 SR = 22_050
 

@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from engine.pool import WorkerPool
+from engine.backends.pool import WorkerPool
 
 
 class _Held:

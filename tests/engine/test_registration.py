@@ -12,9 +12,9 @@ import soundfile as sf
 
 from engine.__main__ import main
 from engine.base import BackendInfo, TextRejected, Voice
-from engine.clip import ClipRejected
-from engine.matching import MatchProfile
-from engine.registration import Registration, register_clip, synthesize_default
+from engine.voices.clip import ClipRejected
+from engine.voices.matching import MatchProfile
+from engine.voices.registration import Registration, register_clip, synthesize_default
 from tests.engine import clips
 
 

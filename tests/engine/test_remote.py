@@ -16,12 +16,12 @@ from engine.base import (
     DISCORD_RATE, BackendInfo, Engine, EngineError, SynthesisTimeout, TextRejected, Voice, VoiceProfile,
 )
 from engine.factory import build_engine
-from engine.remote import RemoteBackend
-from engine.remote_voice import RemoteVoice
-from engine.server import serve_in_background
+from engine.backends.remote import RemoteBackend
+from engine.backends.remote_voice import RemoteVoice
+from engine.server.app import serve_in_background
 from engine.settings import EngineSettings, RemoteSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.voice_store import VoiceStore
+from engine.server.voice_store import VoiceStore
 
 pytestmark = pytest.mark.timeout(120)
 TEXT = "Please remember to bring your notes to the meeting. We will start at nine and finish by noon."

@@ -148,3 +148,30 @@ async def test_a_segment_with_audio_in_hand_lets_a_first_segment_go_first_and_on
     held.release()
     await asyncio.gather(*tasks)
     assert order == ["running-dry", "first", "in-hand"]
+
+
+async def test_asked_for_speech_with_audio_in_hand_lets_readout_start_and_goes_first_once_it_runs_dry() -> None:
+    """A long /say's later segments must not hold back every readout's first segment while it has audio to
+    play (they did, for 10 s, under bench/load.py's under plan); once its audio runs low it goes first again."""
+    import time
+
+    sched = Scheduler(max_concurrency=1, per_key_limit=1)
+    held = await sched.acquire("busy")
+    order: list[str] = []
+
+    async def wait(key: str, urgent: bool, due=None) -> None:
+        grant = await sched.acquire(key, urgent=urgent, due=due)
+        order.append(key)
+        grant.release()
+
+    now = time.monotonic()
+    tasks = [asyncio.create_task(wait("say-in-hand", True, lambda: now + 5.0)),
+             asyncio.create_task(wait("say-running-dry", True, lambda: now - 0.5))]
+    await asyncio.sleep(0.01)
+    tasks += [asyncio.create_task(wait("readout-first", False)),
+              asyncio.create_task(wait("readout-running-dry", False, lambda: now - 0.7)),
+              asyncio.create_task(wait("say-first", True))]
+    await asyncio.sleep(0.01)
+    held.release()
+    await asyncio.gather(*tasks)
+    assert order == ["readout-running-dry", "say-running-dry", "say-first", "readout-first", "say-in-hand"]

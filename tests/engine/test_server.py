@@ -20,10 +20,10 @@ import pytest
 import soundfile as sf
 
 from engine.base import Engine, EngineError, Voice
-from engine.server import check_bind, serve_in_background
+from engine.server.app import check_bind, serve_in_background
 from engine.settings import EngineSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.voice_store import VoiceStore
+from engine.server.voice_store import VoiceStore
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from engine.base import EngineError
-from engine.server import check_bind, serve_in_background
+from engine.server.app import check_bind, serve_in_background
 from engine.settings import ServerSettings
 from tests.engine.test_server import ROOT, engine  # noqa: F401 - engine is a fixture
 
@@ -228,6 +228,6 @@ def test_onnxruntime_writes_nothing_under_home(tmp_path) -> None:
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY")}
     env["HOME"] = str(home)
-    code = "from engine.piper import PiperBackend; b = PiperBackend(); b.warm_up(); b.close()"
+    code = "from engine.backends.piper import PiperBackend; b = PiperBackend(); b.warm_up(); b.close()"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
     assert [str(p.relative_to(home)) for p in home.rglob("*")] == []

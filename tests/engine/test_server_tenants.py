@@ -11,10 +11,10 @@ import aiohttp
 import pytest
 
 from engine.base import EngineError
-from engine.server import api_keys_from_env, check_bind, create_app, serve_in_background
-from engine.server_auth import Tenants, parse_keys
+from engine.server.app import api_keys_from_env, check_bind, create_app, serve_in_background
+from engine.server.auth import Tenants, parse_keys
 from engine.settings import ServerSettings
-from engine.voice_store import VoiceStore, clean_name
+from engine.server.voice_store import VoiceStore, clean_name
 from tests.engine.test_server import ROOT, engine, SETTINGS, _reference_wav  # noqa: F401 - engine is a fixture
 
 pytestmark = pytest.mark.timeout(180)

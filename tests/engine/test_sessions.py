@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from engine.base import BackendInfo, CancelToken, Voice
-from engine.piper import PiperBackend
-from engine.sessions import SessionPool
+from engine.backends.piper import PiperBackend
+from engine.backends.sessions import SessionPool
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
 

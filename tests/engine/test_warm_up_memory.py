@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.base import Voice
-from engine.piper import WARM_UP_TEXT, PiperBackend
+from engine.backends.piper import WARM_UP_TEXT, PiperBackend
 from engine.settings import EngineSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ AFTER_WARM_UP = """
 import json
 from bench.soak import SENTENCES
 from engine.base import Voice
-from engine.piper import PiperBackend
+from engine.backends.piper import PiperBackend
 
 def rss_mb():
     with open("/proc/self/status", encoding="ascii") as f:

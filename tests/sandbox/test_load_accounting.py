@@ -254,3 +254,15 @@ def test_heard_audio_must_sound_like_its_own_text() -> None:
     assert content_margin(others[3], [own], others[:3] + others[4:] + [others[3]]) < CONTENT_MARGIN
     # the best of its text's renderings counts: one far off (Piper's sampling noise) does not fail it
     assert content_margin(noisy, [speechlike(40), own], others) > CONTENT_MARGIN
+
+
+def test_the_bots_posts_before_the_run_are_about_none_of_its_items() -> None:
+    """The under plan's calibration leaves catch-up notices in the channels: counted, they would be claims about
+    this run's items (counted_twice)."""
+    bot, user = SimpleNamespace(id=1), SimpleNamespace(id=7)
+    earlier = SimpleNamespace(id=snowflake(T0 - 30), author=bot, content="Skipped 3 messages to catch up.")
+    mark = SimpleNamespace(id=snowflake(T0 - 1), author=user, content="last message before the run")
+    later = SimpleNamespace(id=snowflake(T0 + 9), author=bot, content="Skipped 1 message to catch up.")
+    theirs = SimpleNamespace(id=snowflake(T0 + 10), author=user, content="hello")
+    assert load.bot_posts([earlier, mark, later, theirs], 1, mark.id) == [later]
+    assert load.bot_posts([earlier, mark, later, theirs], 1, 0) == [earlier, later]

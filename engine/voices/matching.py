@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import soxr
 
-from .base import EngineError, Voice
-from .clip import ClipRejected
-from .pitch import track_f0
-from .voices import envelope, psola, spectral
-from .voices.envelope import EnvelopeStats
+from engine.base import EngineError, Voice
+from engine.voices.clip import ClipRejected
+from engine.voices.pitch import track_f0
+from engine.voices import envelope, psola, spectral
+from engine.voices.envelope import EnvelopeStats
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
     warnings.simplefilter("ignore")
@@ -27,7 +27,7 @@ PROFILE_FORMAT = 3  # 3: no aperiodicity, a steady order; 2 added the envelope a
 FRAME_PERIOD_MS = 10.0  # the envelope's frames; the correction is interpolated between them
 F0_FLOOR = 55.0
 F0_CEIL = 600.0
-# F0 tracking: engine.pitch (YIN). harvest costs ~0.12 real time per segment and reports twice the
+# F0 tracking: engine.voices.pitch (YIN). harvest costs ~0.12 real time per segment and reports twice the
 # true F0 (~90 Hz) on many of the default voice's frames; dio does so on most. Re-synthesis with YIN's
 # F0 is the closest to its input of the three (Resemblyzer cosine 0.94, harvest 0.87, dio 0.82).
 DEFAULT_TRACK_RANGE = (60.0, 400.0)
@@ -390,7 +390,7 @@ def estimate_profile(
     chosen by rendering the calibration audio and maximizing Resemblyzer cosine to the clip. Only the
     parts named in `parts` are used (the others stay as the default voice has them).
     """
-    from . import embedding
+    from engine.voices import embedding
 
     if calibration is None:
         if synthesize_reference_fn is None:

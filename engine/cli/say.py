@@ -12,9 +12,9 @@ import wave
 from pathlib import Path
 
 from engine.base import DISCORD_CHANNELS, DISCORD_RATE, Engine, EngineError, Voice
-from engine.cli_common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip
+from engine.cli.common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip
 from engine.languages import base
-from engine.registration import Registration
+from engine.voices.registration import Registration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

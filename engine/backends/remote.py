@@ -1,6 +1,6 @@
 """The `remote` backend: a streaming client of an OpenAI-compatible `/v1/audio/speech` server.
 
-Works against this project's engine server (engine/server.py) or another OpenAI-compatible one.
+Works against this project's engine server (engine/server/app.py) or another OpenAI-compatible one.
 Each segment is one `POST /v1/audio/speech` with `response_format: "pcm"`; the body is read as it
 arrives and yielded as float32 mono at `info.sample_rate` (48 kHz: the server is asked for that
 rate via the `sample_rate` extension; a server that ignores it is read at its `X-Sample-Rate`, or
@@ -12,7 +12,7 @@ Timeouts: `connect_timeout_s` to connect, `read_timeout_s` between two reads of 
 timeout, a pooled connection closed before any byte of the answer), never once audio has arrived.
 
 Voices: `voice.profile` with backend "remote" carries a feature blob that is all a fleet needs
-(engine/remote_voice.py): the server's voice id and the clip (FLAC) and transcript that were uploaded.
+(engine/backends/remote_voice.py): the server's voice id and the clip (FLAC) and transcript that were uploaded.
 `extract_features` uploads the clip to `POST /v1/voices`. Ids are content addresses, so any server of a
 fleet gives the same id for the same upload: a server that lacks the voice (another one behind the load
 balancer, or one that evicted it) answers 404 `voice_not_found`, and the backend uploads the clip there
@@ -47,7 +47,7 @@ import numpy as np
 import soxr
 
 from engine.base import DISCORD_RATE, BackendInfo, EngineError, SynthesisTimeout, TextRejected, Voice
-from engine.remote_voice import RemoteVoice
+from engine.backends.remote_voice import RemoteVoice
 from engine.settings import RemoteSettings
 
 log = logging.getLogger(__name__)

@@ -74,7 +74,7 @@ def voices_dir(settings: EngineSettings) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.server import api_keys_from_env, run_server
+    from engine.server.app import api_keys_from_env, run_server
 
     settings = settings_from(args)
     server = settings.server

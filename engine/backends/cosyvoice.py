@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, TextRejected, Voice
-from engine import cosyvoice_default
-from engine.cosyvoice_device import bind_thread, check_device, cuda_index, place
+from engine.backends import cosyvoice_default
+from engine.backends.cosyvoice_device import bind_thread, check_device, cuda_index, place
 from engine.settings import CosyVoiceSettings
 
 log = logging.getLogger(__name__)
@@ -512,7 +512,7 @@ class CosyVoiceBackend:
         return spk
 
     def _default_features(self) -> bytes:
-        """The default voice's blob when the model has no built-in speaker (see engine/cosyvoice_default.py)."""
+        """The default voice's blob when the model has no built-in speaker (see engine/backends/cosyvoice_default.py)."""
         with self._default_lock:
             if self._default_blob is None:
                 log.info("this CosyVoice2 model has no built-in voice; making the default voice from the Piper prompt")

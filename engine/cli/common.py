@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.base import EngineError
-from engine.clip import ClipRejected
+from engine.voices.clip import ClipRejected
 from engine.settings import ConversionSettings, EngineSettings, PiperSettings
 
 

@@ -20,12 +20,12 @@
   `transcript` -> `{"id", "name", ...}`, registered by the engine's `register` (off the loop) and kept
   in a VoiceStore folder (an LRU); `GET /v1/voices` lists them. The id is the content's
   (clip + transcript, per tenant): a server that lacks a voice answers 404 `voice_not_found` and a
-  client uploads the clip again (engine/remote.py does), so a fleet shares no voice state.
+  client uploads the clip again (engine/backends/remote.py does), so a fleet shares no voice state.
 - `GET /healthz` (no auth) -> `{"status": "ok"}` only; `GET /v1/status` (auth) -> `{"status", "backend",
   "version", "sample_rate", "languages", ...}` (a remote backend declares the languages its server's voices speak).
 - `GET /metrics`: Prometheus text from a per-app registry.
 
-Auth (engine/server_auth.py): with a key in the environment variable `settings.api_key_env` (several
+Auth (engine/server/auth.py): with a key in the environment variable `settings.api_key_env` (several
 keys may be given, comma-separated; a blank one is refused at start) every route but /healthz needs
 `Authorization: Bearer <key>`. Each key is a tenant: it sees and uses its own registered voices and
 those the operator marked public. Without a key, any or no token is accepted (one tenant), and the
@@ -59,9 +59,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from engine.base import Engine, EngineError, SynthesisTimeout, TextRejected, Voice
 from engine.encoders import OPUS_RATE, encoder_for
-from engine.server_auth import Tenants, parse_keys, voice_id_for_tenant
+from engine.server.auth import Tenants, parse_keys, voice_id_for_tenant
 from engine.settings import EngineSettings, ServerSettings
-from engine.voice_store import StoredVoice, VoiceStore, VoiceStoreFull, clean_name, content_id, is_voice_id
+from engine.server.voice_store import StoredVoice, VoiceStore, VoiceStoreFull, clean_name, content_id, is_voice_id
 
 log = logging.getLogger(__name__)
 
@@ -403,8 +403,8 @@ def create_app(
 
     def known_voice(data: bytes, transcript: str, tenant: str) -> StoredVoice | None:
         """The stored voice an upload would register, if this tenant has it for this backend (blocking)."""
-        from engine.clip import load_clip, to_flac
-        from engine.registration import clean_transcript
+        from engine.voices.clip import load_clip, to_flac
+        from engine.voices.registration import clean_transcript
 
         try:
             flac = to_flac(load_clip(data, max_bytes=settings.max_upload_bytes))
@@ -441,7 +441,7 @@ def create_app(
                 features, flac = await register(data, transcript)
             except EngineError as exc:  # ClipRejected, TextRejected: the message says what to do
                 raise ApiError(400, str(exc), code="invalid_clip", param="file") from exc
-            from engine.registration import clean_transcript
+            from engine.voices.registration import clean_transcript
 
             tenant, transcript = request[TENANT], clean_transcript(transcript)
             try:

@@ -17,7 +17,7 @@ import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
 from engine.languages import piper_languages
-from engine.sessions import SessionPool, new_session, run_cancellable
+from engine.backends.sessions import SessionPool, new_session, run_cancellable
 from engine.settings import PiperSettings
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def intra_op_threads(settings: PiperSettings, workers: int) -> int:
 
 class PiperBackend:
     """Piper synthesis. The model is read once per process; each running generator leases its own
-    onnxruntime session from a pool of `workers` (engine/sessions.py), with `intra_op_threads(...)`
+    onnxruntime session from a pool of `workers` (engine/backends/sessions.py), with `intra_op_threads(...)`
     threads each, so workers share the cores instead of fighting over them. Sessions belong
     to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to length_scale = 1/speed. Piper has no pitch
     control: pitch and voice matching are applied afterwards by engine.matching.apply_voice.
@@ -199,7 +199,7 @@ class PiperBackend:
         """The voice's speed times its matched speaking rate (a registered voice's profile)."""
         if voice.profile is None or voice.profile.backend != "piper":
             return voice.speed
-        from engine.matching import profile_for
+        from engine.voices.matching import profile_for
 
         profile = profile_for(voice)
         rate = profile.rate if profile is not None else 1.0
@@ -230,7 +230,7 @@ class PiperBackend:
         if voice.pitch == 0 and (voice.profile is None or voice.profile.backend != "piper"):
             return audio
         try:
-            from engine.matching import apply_voice
+            from engine.voices.matching import apply_voice
         except ImportError:
             if not self._warned_matching:
                 self._warned_matching = True
@@ -266,8 +266,8 @@ class PiperBackend:
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None) -> bytes | None:
         """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
-        from engine.matching import CALIBRATION_TEXT, SHIPPED_PARTS, calibrate, estimate_profile, speaking_rate
-        from engine.registration import synthesize_default
+        from engine.voices.matching import CALIBRATION_TEXT, SHIPPED_PARTS, calibrate, estimate_profile, speaking_rate
+        from engine.voices.registration import synthesize_default
         from engine.voices.envelope import speech_seconds
 
         with self._calibration_lock:  # the default voice is analysed once per backend

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import embedding
-from .base import Backend, BackendInfo, TextRejected, Voice, VoiceProfile
-from .clip import load_clip, to_flac
-from .matching import MatchProfile
-from .settings import EngineSettings
+from engine.voices import embedding
+from engine.base import Backend, BackendInfo, TextRejected, Voice, VoiceProfile
+from engine.voices.clip import load_clip, to_flac
+from engine.voices.matching import MatchProfile
+from engine.settings import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Registration:
 
     @classmethod
     def from_json(cls, text: str) -> Registration:
-        from .clip import ClipRejected
+        from engine.voices.clip import ClipRejected
 
         try:
             raw = json.loads(text)

@@ -6,7 +6,7 @@ decoded, `<id>.flac` (the reference, so features can be derived again after a mo
 Files are written atomically (temp file + rename); a voice whose files are damaged is skipped at
 load with a warning. Ids are content addresses (`content_id`: `v` + 16 hex of the hash of the trimmed
 clip and its transcript), so the same upload is the same voice on every server of a fleet (the engine
-server scopes ids per tenant, engine/server_auth.py) and a server that lacks a voice can be given it again.
+server scopes ids per tenant, engine/server/auth.py) and a server that lacks a voice can be given it again.
 
 The store is an LRU: at `max_voices`, adding a voice evicts the least recently used one that is not
 public (its files are deleted; a client that still holds its id uploads the clip again). Use order

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .base import BackendUnavailable
+from engine.base import BackendUnavailable
 
 EMBEDDING_RATE = 16_000
 EMBEDDING_DIM = 256

@@ -11,7 +11,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from .base import EngineError
+from engine.base import EngineError
 
 CLIP_RATE = 16_000
 MAX_FLAC_S = 30.0

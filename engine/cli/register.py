@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from engine.base import EngineError
-from engine.cli_common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip, write_text_atomic
-from engine.registration import Registration
+from engine.cli.common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip, write_text_atomic
+from engine.voices.registration import Registration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,1 @@
+"""`python -m engine` subcommands: say, register, serve."""
