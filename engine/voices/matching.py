@@ -60,6 +60,7 @@ class MatchProfile:
     env_dst: EnvelopeStats | None = None  # the reference speaker's
     env_strength: float = 0.0  # how far toward env_dst, found by the fit (0: envelope left alone)
     env_steady: int = 0  # cepstral coefficients below this get one correction on every frame (envelope.correction_db)
+    vocoded: bool = False  # re-synthesized by WORLD (matching "close"), not Piper's own audio filtered
     rate: float = 1.0  # speaking rate relative to the default voice
     format: int = PROFILE_FORMAT
 
@@ -77,6 +78,9 @@ class MatchProfile:
             values.update({k: float(raw.get(k, d)) for k, d in (("env_strength", 0.0), ("env_steady", 0.0),
                                                                  ("rate", 1.0))})
             env_src, env_dst = _stats(raw.get("env_src")), _stats(raw.get("env_dst"))
+            vocoded = raw.get("vocoded", False)
+            if not isinstance(vocoded, bool):
+                raise ValueError("vocoded must be true or false")
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
             raise ProfileError("This voice's matching profile is damaged; register the voice again.") from exc
         if not all(math.isfinite(v) for v in values.values()):
@@ -86,6 +90,7 @@ class MatchProfile:
             env_dst=env_dst,
             env_strength=_clamp(values["env_strength"], 0.0, ENV_STRENGTH_MAX) if env_src and env_dst else 0.0,
             env_steady=int(_clamp(values["env_steady"], 0, envelope.BANDS)),
+            vocoded=vocoded,
             rate=_clamp(values["rate"], *RATE_RANGE),
             target_lf0_mean=_clamp(values["target_lf0_mean"], *LOG_F0_RANGE),
             target_lf0_std=_clamp(values["target_lf0_std"], *LOG_F0_STD_RANGE),
@@ -171,6 +176,7 @@ class Transform:
     env_dst: EnvelopeStats | None = None
     env_strength: float = 0.0
     env_steady: int = 0
+    vocoded: bool = False
 
     @property
     def identity(self) -> bool:
@@ -193,6 +199,7 @@ class Transform:
             env_dst=profile.env_dst,
             env_strength=profile.env_strength if profile.env_src and profile.env_dst else 0.0,
             env_steady=profile.env_steady,
+            vocoded=profile.vocoded,
         )
 
 
@@ -227,6 +234,8 @@ def render(analysis: Analysis, transform: Transform) -> np.ndarray:
     target's statistics by a smooth filter (STFT), at the input's level: Piper's own excitation and phase are
     kept, nothing is vocoded."""
     f0 = map_f0(analysis.f0, transform)
+    if transform.vocoded:
+        return _vocode(analysis, f0, transform)
     y = analysis.x
     if not np.allclose(f0, analysis.f0, rtol=1e-6, atol=0.0):  # (exp(log(f0)) is not always f0)
         y = psola.shift(y, analysis.sr, analysis.f0, f0, FRAME_PERIOD_MS / 1000.0)
@@ -234,6 +243,19 @@ def render(analysis: Analysis, transform: Transform) -> np.ndarray:
     if gain is not None:
         y = spectral.apply_gain(y, analysis.sr, gain, FRAME_PERIOD_MS / 1000.0)
     return _match_level(y, analysis.rms)
+
+
+def _vocode(analysis: Analysis, f0: np.ndarray, transform: Transform) -> np.ndarray:
+    """The analysed audio re-synthesized by WORLD with F0 f0 and its envelope (and aperiodicity) warped and
+    corrected per frame, at the input's level (matching "close")."""
+    times = np.arange(len(analysis.f0)) * (FRAME_PERIOD_MS / 1000.0)
+    ap = pyworld.d4c(analysis.x, analysis.f0, times, analysis.sr)
+    if transform.warp != 1.0:
+        ap = warp_envelope(ap, transform.warp)
+    gain = correction_db(analysis, transform)
+    sp = analysis.sp if gain is None else analysis.sp * 10.0 ** (gain / 10.0)
+    y = pyworld.synthesize(f0, sp, ap, analysis.sr, FRAME_PERIOD_MS)[: len(analysis.x)]
+    return _match_level(np.pad(y, (0, len(analysis.x) - len(y))), analysis.rms)
 
 
 def correction_db(analysis: Analysis, transform: Transform) -> np.ndarray | None:
@@ -324,11 +346,15 @@ F0_OFFSETS_ST = (-2.0, 2.0)
 ENV_STRENGTHS = (0.5, 0.75)  # tried after the full conversion (1.0) with the best warp
 STEADY_ORDER = 13  # with the "steady" part: the broad envelope shape a 13-coefficient MFCC recognizer sees
 # What a fit may change. Each part's worth on held-out speakers: bench/voices.py --ablation.
-PARTS = frozenset({"f0", "warp", "envelope", "unvoiced", "steady", "rate"})
+PARTS = frozenset({"f0", "warp", "envelope", "unvoiced", "steady", "vocoded", "rate"})
 # What registration fits. The speaking rate did not pay: on the bench's 10 speakers it did not move
 # identification by Resemblyzer or the d-vector, and (those speakers talk ~25 % slower than Piper) it makes
 # every segment longer to synthesize, the first one too. (Aperiodicity was dropped with WORLD synthesis.)
 SHIPPED_PARTS = frozenset({"f0", "warp", "envelope", "unvoiced", "steady"})
+# engine.piper.matching: what each choice fits. "clear" keeps Piper's own audio and the broad correction steady
+# (word errors near raw Piper's); "close" re-synthesizes with WORLD and corrects every band per frame: the
+# speaker models find it nearer the speaker, a recognizer makes about twice the word errors (bench/voices.py).
+MATCHING_MODES = {"clear": SHIPPED_PARTS, "close": (SHIPPED_PARTS - {"steady"}) | {"vocoded"}}
 
 SynthesizeFn = Callable[[str], tuple[np.ndarray, int]]
 
@@ -408,6 +434,7 @@ def estimate_profile(
         source_lf0_mean=calibration.lf0_mean,
         source_lf0_std=src_std,
         rate=_clamp(rate, *RATE_RANGE) if "rate" in parts else 1.0,
+        vocoded="vocoded" in parts,
     )
     cal = calibration.analysis
     dst = None

@@ -18,6 +18,7 @@ from engine.voices.clip import CLIP_RATE, load_clip
 from engine.voices.matching import (
     F0_CEIL,
     F0_FLOOR,
+    MATCHING_MODES,
     MatchProfile,
     ProfileError,
     Transform,
@@ -79,19 +80,50 @@ def test_plain_voice_is_left_alone(joe) -> None:
     assert np.array_equal(apply_voice(audio, sr, Voice()), audio)
 
 
-def test_profile_sets_the_target_pitch(joe) -> None:
+@pytest.mark.parametrize("vocoded", [False, True])
+def test_profile_sets_the_target_pitch(joe, vocoded: bool) -> None:
     # The source statistics come from the tracker production fits profiles with (calibrate); harvest's
     # geometric mean jumps with the default voice's doubled-F0 frames, which made this check fail 1 run in 25.
+    # Both renderings: PSOLA on Piper's own audio ("clear") and WORLD re-synthesis ("close").
     audio, sr = joe
     src = tracked_lf0(audio, sr)
     assert semitones(math.exp(np.median(src)), 220.0) < -9  # the default voice starts about an octave below
     profile = MatchProfile(
         target_lf0_mean=math.log(220.0), target_lf0_std=0.1, source_lf0_mean=float(np.mean(src)),
-        source_lf0_std=float(np.std(src)),
+        source_lf0_std=float(np.std(src)), vocoded=vocoded,
     )
-    voice = Voice(profile=VoiceProfile("v1", "piper", "1", profile.to_bytes()))
+    voice = Voice(profile=VoiceProfile(f"v{vocoded}", "piper", "1", profile.to_bytes()))
     out = apply_voice(audio, sr, voice)
+    assert out.dtype == np.float32 and out.shape == audio.shape
     assert abs(semitones(math.exp(np.median(tracked_lf0(out, sr))), 220.0)) < 1.5
+    rms = float(np.sqrt(np.mean(np.square(out)))) / float(np.sqrt(np.mean(np.square(audio))))
+    assert 0.9 < rms < 1.1  # at the input's level either way
+
+
+def test_close_matching_vocodes_and_clear_keeps_the_waveform(joe) -> None:
+    # "clear" filters Piper's own audio (its waveform stays); "close" re-synthesizes it (its waveform does not)
+    audio, sr = joe
+    a = analyze(audio, sr)
+    src = envelope.measure(a.f0, a.sp, sr)
+    moved = replace(src, mean=(src.mean[0], src.mean[1] - 0.5, *src.mean[2:]))
+    clear = render(a, Transform(env_src=src, env_dst=moved, env_strength=1.0))
+    close = render(a, Transform(env_src=src, env_dst=moved, env_strength=1.0, vocoded=True))
+    assert close.shape == clear.shape == audio.shape
+    assert np.corrcoef(clear, audio)[0, 1] > 0.99 > np.corrcoef(close, audio)[0, 1]
+    # the same envelope correction either way: the long-term spectra agree within a few dB per octave band
+    def bands_db(x: np.ndarray) -> np.ndarray:
+        spec = np.abs(np.fft.rfft(x)) ** 2
+        edges = (np.array([125, 250, 500, 1000, 2000, 4000, 8000]) * len(x) / sr).astype(int)
+        return 10 * np.log10([spec[lo:hi].mean() for lo, hi in zip(edges[:-1], edges[1:])])
+    assert np.abs(bands_db(close) - bands_db(clear)).max() < 6.0
+
+
+def test_unknown_matching_choice_is_refused_with_the_choices() -> None:
+    from engine.base import EngineError
+    from engine.settings import PiperSettings
+
+    with pytest.raises(EngineError, match="engine.piper.matching must be one of clear, close"):
+        PiperBackend(PiperSettings(matching="loud"))
 
 
 def test_matching_cost_is_a_fraction_of_real_time(joe) -> None:
@@ -114,6 +146,12 @@ def test_profile_round_trip_and_damage() -> None:
     full = MatchProfile(math.log(180), 0.2, math.log(110), 0.18, env_src=_stats(-1.0), env_dst=_stats(-2.0),
                         env_strength=0.75, env_steady=13, rate=0.9)
     assert MatchProfile.from_bytes(full.to_bytes()) == full
+    vocoded = replace(full, env_steady=0, vocoded=True)  # engine.piper.matching "close"
+    assert MatchProfile.from_bytes(vocoded.to_bytes()) == vocoded
+    raw = json.loads(vocoded.to_bytes())
+    raw["vocoded"] = "yes"
+    with pytest.raises(ProfileError):
+        MatchProfile.from_bytes(json.dumps(raw).encode())
     for bad in (b"", b"not json", b"{}", b'{"format": 99}', b'{"format": 1, "warp": "x"}'):
         with pytest.raises(ProfileError):
             MatchProfile.from_bytes(bad)
@@ -122,7 +160,7 @@ def test_profile_round_trip_and_damage() -> None:
     with pytest.raises(ProfileError):
         MatchProfile.from_bytes(json.dumps(raw).encode())
     old = json.loads(p.to_bytes())  # a format-1 profile (before the envelope) still reads, without it
-    for key in ("env_src", "env_dst", "env_strength", "env_steady", "rate"):
+    for key in ("env_src", "env_dst", "env_strength", "env_steady", "vocoded", "rate"):
         del old[key]
     old["format"] = 1
     assert MatchProfile.from_bytes(json.dumps(old).encode()) == p
@@ -222,7 +260,8 @@ def test_envelope_warp_moves_a_formant_up() -> None:
 
 
 @pytest.mark.slow
-def test_matched_voice_is_closer_to_the_reference_than_the_default(piper_backend) -> None:
+@pytest.mark.parametrize("mode", sorted(MATCHING_MODES))
+def test_matched_voice_is_closer_to_the_reference_than_the_default(piper_backend, mode: str) -> None:
     # The reference "speaker": the default voice on another text, played 1.3x fast (a resampling, not
     # WORLD), which raises its pitch and formants together the way a smaller speaker's are.
     ref_audio, sr = synthesize_default(piper_backend, OTHER_TEXT + " " + TEXT)
@@ -230,8 +269,9 @@ def test_matched_voice_is_closer_to_the_reference_than_the_default(piper_backend
     clip = load_clip(clips.wav(speaker), max_bytes=10_000_000)
     target = embedding.embed(clip.samples)
     calibration = calibrate(lambda text: synthesize_default(piper_backend, text))
-    profile = estimate_profile(clip.samples, clip.sample_rate, calibration=calibration, reference_embedding=target)
-    assert profile.warp > 1.0
+    profile = estimate_profile(clip.samples, clip.sample_rate, calibration=calibration, reference_embedding=target,
+                               parts=MATCHING_MODES[mode])
+    assert profile.warp > 1.0 and profile.vocoded == (mode == "close") and (profile.env_steady > 0) == (mode == "clear")
     eval_text = "Please call Stella and ask her to bring these things with her from the store."
     default, _ = synthesize_default(piper_backend, eval_text)
     voice = Voice(profile=VoiceProfile("ref", "piper", piper_backend.info.version, profile.to_bytes()))
