@@ -17,11 +17,11 @@ wer_vs_raw_piper compares PocketSphinx's (its wheel's bundled en-US model) word 
 voices with raw Piper's on the same sentences; ttfa_vs_piper_alone compares the engine's time to first audio
 for a registered voice with the bundled voice's, same engine, same text.
 
-    python bench/voices.py [--speakers N] [--ablation]
+    python bench/voices.py [--speakers N] [--matching clear|close] [--ablation]
 
 --ablation also registers every speaker with each shipped conversion part left out, with each part that is
-not shipped added (engine.matching.PARTS, SHIPPED_PARTS), and with only the pitch and formant warp of before,
-and prints what each part adds.
+not shipped added (engine.voices.matching.PARTS, MATCHING_MODES), and with only the pitch and formant warp of before,
+and prints what each part adds. --matching close measures the other choice of engine.piper.matching.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.voices import embedding  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.bench import _stream_times  # noqa: E402
-from engine.voices.matching import PARTS, SHIPPED_PARTS  # noqa: E402
+from engine.voices.matching import MATCHING_MODES, PARTS  # noqa: E402
 from engine.backends.piper import PiperBackend  # noqa: E402
 from engine.voices.registration import Registration, register_clip, synthesize_default  # noqa: E402
 from engine.settings import EngineSettings, PiperSettings  # noqa: E402
@@ -63,7 +63,7 @@ EVAL_TEXT = (
     "Please call Stella and ask her to bring these things with her from the store: six spoons of "
     "fresh snow peas, five thick slabs of blue cheese, and maybe a snack for her brother Bob."
 )
-WER_TEXTS = (  # besides EVAL_TEXT; each speaker says one of them, raw Piper says all
+WER_TEXTS = (  # besides EVAL_TEXT; every registered voice and raw Piper say them all
     "The birch canoe slid on the smooth planks, and the boy glued the sheet to the dark blue background.",
     "It is easy to tell the depth of a well, and these days the chicken leg is a rare dish.",
     "Rice is often served in round bowls, and the juice of lemons makes fine punch.",
@@ -154,7 +154,6 @@ class Speaker:
     name: str
     clip: bytes  # FIT_TEXT as a 16-bit WAV
     real: np.ndarray  # EVAL_TEXT, 16 kHz
-    wer_text: str
 
 
 @dataclass
@@ -259,24 +258,23 @@ def verdict(ok: bool) -> str:
     return "OK" if ok else "MISSED"
 
 
-def speak_all(backend: PiperBackend, speakers: list[Speaker], regs: list[Registration]
+def speak_all(backend: PiperBackend, regs: list[Registration]
               ) -> tuple[list[np.ndarray], list[tuple[str, np.ndarray]]]:
     """Each registered voice saying EVAL_TEXT, and the (text, audio) pairs its WER is measured on."""
     voices = [r.voice(backend.info) for r in regs]
     outputs = [say(backend, EVAL_TEXT, v) for v in voices]
-    pairs = [(EVAL_TEXT, o) for o in outputs] + [(s.wer_text, say(backend, s.wer_text, v))
-                                                 for s, v in zip(speakers, voices)]
+    pairs = [(EVAL_TEXT, o) for o in outputs] + [(t, say(backend, t, v)) for v in voices for t in WER_TEXTS]
     return outputs, pairs
 
 
 def ablation(backend: PiperBackend, speakers: list[Speaker], default: np.ndarray,
              judged: dict[str, Callable[[np.ndarray], np.ndarray]], full: Scores,
-             word_errors: Callable[[list[tuple[str, np.ndarray]]], float]) -> None:
+             word_errors: Callable[[list[tuple[str, np.ndarray]]], float], shipped: frozenset[str]) -> None:
     """Register every speaker without each shipped part, with each part not shipped, and with only pitch and
     warp (BEFORE), and print the scores and WER ratios with the change from the shipped set."""
-    variants = [(f"without {p}" + (" (before)" if SHIPPED_PARTS - {p} == BEFORE else ""), SHIPPED_PARTS - {p})
-                for p in sorted(SHIPPED_PARTS)]
-    variants += [(f"with {p}", SHIPPED_PARTS | {p}) for p in sorted(PARTS - SHIPPED_PARTS)]
+    variants = [(f"without {p}" + (" (before)" if shipped - {p} == BEFORE else ""), shipped - {p})
+                for p in sorted(shipped)]
+    variants += [(f"with {p}", shipped | {p}) for p in sorted(PARTS - shipped)]
     if BEFORE not in [parts for _, parts in variants]:
         variants.append(("pitch+warp only (before)", BEFORE))
     names = list(judged)
@@ -284,7 +282,7 @@ def ablation(backend: PiperBackend, speakers: list[Speaker], default: np.ndarray
           + ", ".join(f"{n} {full.top1[n]:.1f} {full.gain[n]:+.3f}" for n in names) + f"; wer {full.wer:.2f})")
     for label, parts in variants:
         regs, _ = register(backend, speakers, parts)
-        outputs, pairs = speak_all(backend, speakers, regs)
+        outputs, pairs = speak_all(backend, regs)
         s = score(speakers, outputs, default, judged)
         w = word_errors(pairs)
         print(f"  {label:26s} " + "  ".join(
@@ -295,32 +293,34 @@ def ablation(backend: PiperBackend, speakers: list[Speaker], default: np.ndarray
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speakers", type=int, default=len(SPEAKERS), help="how many reference speakers")
+    parser.add_argument("--matching", choices=sorted(MATCHING_MODES), default="clear",
+                        help="engine.piper.matching, the choice measured")
     parser.add_argument("--ablation", action="store_true", help="also measure each conversion part's worth")
     args = parser.parse_args()
     ensure_voices()
     # Without Piper's sampling noise the same text gives the same audio, so raw Piper and a registered voice
     # differ only by the conversion (as in the e2e tests).
-    backend = PiperBackend(PiperSettings(noise_scale=0.0, noise_w=0.0), workers=1)
+    backend = PiperBackend(PiperSettings(noise_scale=0.0, noise_w=0.0, matching=args.matching), workers=1)
+    shipped = MATCHING_MODES[args.matching]
     backend.warm_up()
     judged = judges()
     speakers = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (name, kind, voice, extra) in enumerate(SPEAKERS[: args.speakers]):
+        for name, kind, voice, extra in SPEAKERS[: args.speakers]:
             fit = speak(kind, voice, extra, FIT_TEXT, Path(tmp) / "fit.wav")
             sf.write(Path(tmp) / "clip.wav", fit, RATE, subtype="PCM_16")
             speakers.append(Speaker(name, (Path(tmp) / "clip.wav").read_bytes(),
-                                    speak(kind, voice, extra, EVAL_TEXT, Path(tmp) / "eval.wav"),
-                                    WER_TEXTS[i % len(WER_TEXTS)]))
+                                    speak(kind, voice, extra, EVAL_TEXT, Path(tmp) / "eval.wav")))
     default = say(backend, EVAL_TEXT, Voice())
     synthesize_default(backend, "Warm up.")
-    regs, took = register(backend, speakers, SHIPPED_PARTS)
-    outputs, conv_pairs = speak_all(backend, speakers, regs)
+    regs, took = register(backend, speakers, shipped)
+    outputs, conv_pairs = speak_all(backend, regs)
     full = score(speakers, outputs, default, judged)
     print("\n".join(full.per_speaker))
 
     recognizer = Recognizer()
     raw = {t: say(backend, t, Voice()) for t in (EVAL_TEXT, *WER_TEXTS)}
-    wer_raw = wer(recognizer, [(t, raw[t]) for s in speakers for t in (EVAL_TEXT, s.wer_text)])
+    wer_raw = wer(recognizer, [(t, raw[t]) for t, _ in conv_pairs])
 
     def word_errors(pairs: list[tuple[str, np.ndarray]]) -> float:
         return wer(recognizer, pairs) / max(wer_raw, 1e-9)
@@ -328,7 +328,7 @@ def main() -> int:
     full.wer = word_errors(conv_pairs)
     plain_ttfa, matched_ttfa = asyncio.run(ttfa(backend, regs[-1].voice(backend.info)))
 
-    print(f"speakers: {len(speakers)} (default voice: {backend.model.name}; fit judge: resemblyzer)")
+    print(f"speakers: {len(speakers)} (default voice: {backend.model.name}; engine.piper.matching {args.matching!r}; fit judge: resemblyzer)")
     ok = True
     for name in judged:
         good = full.top1[name] >= GOAL_TOP1
@@ -350,7 +350,7 @@ def main() -> int:
     print(f"registration: {statistics.mean(took[1:] or took):.1f} s per ~10 s clip (warm; the first, with the "
           f"one-off default-voice analysis: {took[0]:.1f} s)")
     if args.ablation:
-        ablation(backend, speakers, default, judged, full, word_errors)
+        ablation(backend, speakers, default, judged, full, word_errors, shipped)
     backend.close()
     return 0 if ok else 1
 

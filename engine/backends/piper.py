@@ -92,7 +92,7 @@ def load_model(path: str) -> PiperModel:
 
 # Part of the backend version: bump it when voice-matching profiles change meaning, and every stored
 # voice's profile is derived again from its clip on first use.
-MATCHING_VERSION = "match 3 (envelope)"
+MATCHING_VERSION = "match 5"  # the mode (engine.piper.matching) follows it
 
 
 def _piper_version() -> str:
@@ -118,7 +118,7 @@ class PiperBackend:
     onnxruntime session from a pool of `workers` (engine/backends/sessions.py), with `intra_op_threads(...)`
     threads each, so workers share the cores instead of fighting over them. Sessions belong
     to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to length_scale = 1/speed. Piper has no pitch
-    control: pitch and voice matching are applied afterwards by engine.matching.apply_voice.
+    control: pitch and voice matching are applied afterwards by engine.voices.matching.apply_voice.
     """
 
     def __init__(self, settings: PiperSettings | None = None, workers: int = 1) -> None:
@@ -128,6 +128,11 @@ class PiperBackend:
         except ImportError as exc:
             raise BackendUnavailable("Piper is not installed: pip install piper-tts") from exc
         self.settings = settings or PiperSettings()
+        from engine.voices.matching import MATCHING_MODES
+
+        if self.settings.matching not in MATCHING_MODES:
+            raise EngineError(f"engine.piper.matching must be one of {', '.join(sorted(MATCHING_MODES))}, "
+                              f"not {self.settings.matching!r}.")
         self.workers = max(1, workers)
         path = self.settings.model or str(bundled_model_path())
         self.model = load_model(str(Path(path).expanduser().resolve()))
@@ -137,7 +142,7 @@ class PiperBackend:
         speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
         self.info = BackendInfo(
             name="piper",
-            version=f"piper-tts {_piper_version()}; {self.model.path.name}; {self.model.sha256[:16]}; {MATCHING_VERSION}",
+            version=f"piper-tts {_piper_version()}; {self.model.path.name}; {self.model.sha256[:16]}; {MATCHING_VERSION} {self.settings.matching}",
             sample_rate=int(cfg.sample_rate),
             clones=False,
             voices=(self.model.name, *speakers),
@@ -147,7 +152,7 @@ class PiperBackend:
         self._max_phonemes: int | None = None  # the warm-up sentence's phonemes: the longest single run
         self._calibration: object | None = None  # engine.matching.Calibration of the default voice, made once
         self._calibration_lock = threading.Lock()
-        # what a registration fits; None: engine.matching.SHIPPED_PARTS (bench/voices.py --ablation varies it)
+        # what a registration fits; None: the parts of engine.piper.matching (bench/voices.py --ablation varies it)
         self.matching_parts: frozenset[str] | None = None
 
     # -- sessions -------------------------------------------------------------------------------
@@ -266,7 +271,7 @@ class PiperBackend:
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None) -> bytes | None:
         """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
-        from engine.voices.matching import CALIBRATION_TEXT, SHIPPED_PARTS, calibrate, estimate_profile, speaking_rate
+        from engine.voices.matching import CALIBRATION_TEXT, MATCHING_MODES, calibrate, estimate_profile, speaking_rate
         from engine.voices.registration import synthesize_default
         from engine.voices.envelope import speech_seconds
 
@@ -279,7 +284,7 @@ class PiperBackend:
             calibration_phonemes = self._count_phonemes(pv, CALIBRATION_TEXT)
         rate = speaking_rate(phonemes, speech_seconds(clip, sample_rate), calibration_phonemes, calibration.speech_s)
         profile = estimate_profile(clip, sample_rate, calibration=calibration, reference_embedding=reference_embedding,
-                                   parts=self.matching_parts or SHIPPED_PARTS, rate=rate)
+                                   parts=self.matching_parts or MATCHING_MODES[self.settings.matching], rate=rate)
         return profile.to_bytes()
 
     @staticmethod

@@ -1,10 +1,13 @@
-"""Spectral envelope and aperiodicity statistics of a voice, and the per-frame maps toward another voice's.
+"""Spectral envelope statistics of a voice, and the per-frame log-spectral correction toward another voice's.
 
 The envelope is read on a fixed mel grid up to 8 kHz (the same at every sample rate, so statistics made at
 16 kHz apply to Piper's 22.05 kHz), as a cepstrum over that grid. A voice's statistics are the mean and
-spread of each cepstral coefficient over its voiced frames; the conversion standardizes a frame to the
-source statistics and rescales it to the target's, and adds the resulting smooth log-spectral correction to
-the frame's envelope (its fine detail is kept). Coefficient 0 (loudness) is left alone.
+spread of each cepstral coefficient over its voiced frames (and over its unvoiced speech); the correction
+standardizes a frame to the source statistics and rescales it to the target's. It is a smooth log-spectral
+curve, applied to the waveform as a filter (engine.voices.spectral), so the frame's fine detail is kept.
+Coefficient 0 (loudness) is left alone. The broad shape (coefficients below a fixed order) is corrected the
+same on every frame, by the voiced frames' mean correction: a recognizer's cepstral mean normalization
+removes a steady correction, so it moves the timbre without moving the phones.
 """
 
 from __future__ import annotations
@@ -18,19 +21,16 @@ from scipy.fft import dct, idct
 BANDS = 40
 TOP_HZ = 8000.0
 SPREAD_RATIO = (0.5, 2.0)  # how far a coefficient's spread may be rescaled
-AP_BAND_HZ = (500.0, 5000.0)  # where breathiness is measured
-AP_SHIFT_DB = (-12.0, 12.0)
 UNVOICED_FLOOR_DB = 30.0  # unvoiced frames this far below the loudest frame are pauses, not speech
 _LOG_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
 class EnvelopeStats:
-    """Per-coefficient mean and spread of a voice's voiced frames, and its aperiodicity level in dB."""
+    """Per-coefficient mean and spread of a voice's voiced frames."""
 
     mean: tuple[float, ...]
     std: tuple[float, ...]
-    ap_db: float
     u_mean: tuple[float, ...] = ()  # the same over unvoiced speech (fricatives, bursts); () when too few
     u_std: tuple[float, ...] = ()
 
@@ -75,67 +75,51 @@ def unvoiced_speech(f0: np.ndarray, sp: np.ndarray) -> np.ndarray:
     return (f0 <= 0) & (power_db > power_db.max() - UNVOICED_FLOOR_DB)
 
 
-def measure(f0: np.ndarray, sp: np.ndarray, ap: np.ndarray, sr: int) -> EnvelopeStats:
-    """The statistics of one voice from its WORLD analysis (voiced frames, and unvoiced speech)."""
+def measure(f0: np.ndarray, sp: np.ndarray, sr: int) -> EnvelopeStats:
+    """The statistics of one voice from its envelope (voiced frames, and unvoiced speech)."""
     voiced = f0 > 0
     if np.count_nonzero(voiced) < 10:
         raise ValueError("too few voiced frames")
     cep = cepstra(sp[voiced], sr)
     unvoiced = unvoiced_speech(f0, sp)
     ucep = cepstra(sp[unvoiced], sr) if np.count_nonzero(unvoiced) >= 10 else np.zeros((0, BANDS))
-    freqs = np.arange(ap.shape[1]) * (sr / 2.0) / (ap.shape[1] - 1)
-    band = (freqs >= AP_BAND_HZ[0]) & (freqs <= min(AP_BAND_HZ[1], sr / 2.0))
-    ap_db = 20.0 * np.log10(np.maximum(ap[voiced][:, band], 1e-4))
     return EnvelopeStats(
         mean=tuple(float(v) for v in cep.mean(axis=0)),
         std=tuple(float(v) for v in cep.std(axis=0)),
-        ap_db=float(np.mean(ap_db)),
         u_mean=tuple(float(v) for v in ucep.mean(axis=0)) if len(ucep) else (),
         u_std=tuple(float(v) for v in ucep.std(axis=0)) if len(ucep) else (),
     )
 
 
-def convert_envelope(
+def correction_db(
     sp: np.ndarray, f0: np.ndarray, sr: int, src: EnvelopeStats, dst: EnvelopeStats, strength: float,
+    steady_order: int = 0,
 ) -> np.ndarray:
-    """The envelope with its voiced frames, and its unvoiced speech when both voices have statistics for it,
-    moved from src's statistics toward dst's (strength 0..1)."""
+    """The log-spectral correction in dB (frames x bins) that moves sp's voiced frames, and its unvoiced speech
+    when both voices have statistics for it, from src's statistics toward dst's (strength 0..). Coefficients
+    below steady_order get the voiced frames' mean correction on every frame, pauses included; with 0 every
+    coefficient moves per frame and pauses are left alone."""
     voiced = f0 > 0
     if strength <= 0.0 or not np.any(voiced):
-        return sp
-    out = sp.copy()
-    out[voiced] = _move(sp[voiced], sr, (src.mean, src.std), (dst.mean, dst.std), strength)
+        return np.zeros_like(sp)
+    delta = np.zeros((len(sp), BANDS))
+    delta[voiced] = _delta(sp[voiced], sr, (src.mean, src.std), (dst.mean, dst.std))
     if src.u_mean and dst.u_mean:
         unvoiced = unvoiced_speech(f0, sp)
         if np.any(unvoiced):
-            out[unvoiced] = _move(sp[unvoiced], sr, (src.u_mean, src.u_std), (dst.u_mean, dst.u_std), strength)
-    return out
+            delta[unvoiced] = _delta(sp[unvoiced], sr, (src.u_mean, src.u_std), (dst.u_mean, dst.u_std))
+    delta[:, :steady_order] = delta[voiced, :steady_order].mean(axis=0)
+    delta[:, 0] = 0.0
+    _, spread_m = _grid(sp.shape[1], sr)
+    return (10.0 / np.log(10.0)) * strength * (idct(delta, type=2, norm="ortho", axis=1) @ spread_m.T)
 
 
-def _move(frames: np.ndarray, sr: int, src: tuple, dst: tuple, strength: float) -> np.ndarray:
-    """Frames standardized to src's (mean, std) per coefficient and rescaled to dst's, strength of the way."""
+def _delta(frames: np.ndarray, sr: int, src: tuple, dst: tuple) -> np.ndarray:
+    """Per frame, the cepstral change that standardizes it to src's (mean, std) and rescales it to dst's."""
     ms, ss = np.asarray(src[0]), np.maximum(np.asarray(src[1]), 1e-3)
     md, sd = np.asarray(dst[0]), np.asarray(dst[1])
     cep = cepstra(frames, sr)
-    delta = (cep - ms) * np.clip(sd / ss, *SPREAD_RATIO) + md - cep
-    delta[:, 0] = 0.0
-    _, spread_m = _grid(frames.shape[1], sr)
-    return frames * np.exp(strength * (idct(delta, type=2, norm="ortho", axis=1) @ spread_m.T))
-
-
-def ap_shift(src: EnvelopeStats, dst: EnvelopeStats) -> float:
-    """The aperiodicity change in dB that gives src's voiced frames dst's breathiness."""
-    return float(np.clip(dst.ap_db - src.ap_db, *AP_SHIFT_DB))
-
-
-def shift_aperiodicity(ap: np.ndarray, f0: np.ndarray, shift_db: float) -> np.ndarray:
-    """Voiced frames' aperiodicity raised (breathier) or lowered by shift_db, never above 1."""
-    voiced = f0 > 0
-    if shift_db == 0.0 or not np.any(voiced):
-        return ap
-    out = ap.copy()
-    out[voiced] = np.minimum(ap[voiced] * 10.0 ** (shift_db / 20.0), 1.0)
-    return out
+    return (cep - ms) * np.clip(sd / ss, *SPREAD_RATIO) + md - cep
 
 
 def speech_seconds(audio: np.ndarray, sr: int, floor_db: float = 35.0) -> float:

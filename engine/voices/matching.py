@@ -1,4 +1,4 @@
-"""Voice matching for single-speaker backends: WORLD pitch/formant transforms applied per segment."""
+"""Voice matching for single-speaker backends: pitch (PSOLA) and a smooth spectral correction per segment."""
 
 from __future__ import annotations
 
@@ -16,27 +16,30 @@ import soxr
 from engine.base import EngineError, Voice
 from engine.voices.clip import ClipRejected
 from engine.voices.pitch import track_f0
-from engine.voices import envelope
+from engine.voices import envelope, psola, spectral
 from engine.voices.envelope import EnvelopeStats
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
     warnings.simplefilter("ignore")
     import pyworld
 
-PROFILE_FORMAT = 2  # 2 added the envelope, aperiodicity and rate parts; 1 still reads (without them)
-FRAME_PERIOD_MS = 10.0  # 5 ms costs ~0.03 more real time in cheaptrick/d4c/synthesis for no audible gain
+PROFILE_FORMAT = 3  # 3: no aperiodicity, a steady order; 2 added the envelope and rate; 1 and 2 still read
+FRAME_PERIOD_MS = 10.0  # the envelope's frames; the correction is interpolated between them
 F0_FLOOR = 55.0
 F0_CEIL = 600.0
-# F0 tracking: engine.pitch (YIN). harvest costs ~0.12 real time per segment and reports twice the
+# F0 tracking: engine.voices.pitch (YIN). harvest costs ~0.12 real time per segment and reports twice the
 # true F0 (~90 Hz) on many of the default voice's frames; dio does so on most. Re-synthesis with YIN's
 # F0 is the closest to its input of the three (Resemblyzer cosine 0.94, harvest 0.87, dio 0.82).
 DEFAULT_TRACK_RANGE = (60.0, 400.0)
-WARP_RANGE = (0.75, 1.35)
+# No warp below 0.96: the default voice is already a low male voice, and its formants lowered further (0.88,
+# 0.92 fitted for two bench speakers) doubled or tripled PocketSphinx's word errors on them.
+WARP_RANGE = (0.96, 1.35)
 LOG_F0_RANGE = (math.log(50.0), math.log(500.0))
 LOG_F0_STD_RANGE = (0.02, 0.6)
 RATE_RANGE = (0.75, 1.35)
 ENV_STRENGTH_MAX = 1.5  # past the reference speaker's statistics (a caricature) when the fit finds it closer
 _CACHE_SIZE = 64
+_FLOOR = 1e-12
 
 
 class ProfileError(EngineError):
@@ -56,7 +59,8 @@ class MatchProfile:
     env_src: EnvelopeStats | None = None  # the (warped) default voice's envelope statistics
     env_dst: EnvelopeStats | None = None  # the reference speaker's
     env_strength: float = 0.0  # how far toward env_dst, found by the fit (0: envelope left alone)
-    ap_shift_db: float = 0.0  # voiced aperiodicity change (> 0 breathier)
+    env_steady: int = 0  # cepstral coefficients below this get one correction on every frame (envelope.correction_db)
+    vocoded: bool = False  # re-synthesized by WORLD (matching "close"), not Piper's own audio filtered
     rate: float = 1.0  # speaking rate relative to the default voice
     format: int = PROFILE_FORMAT
 
@@ -67,13 +71,16 @@ class MatchProfile:
     def from_bytes(cls, blob: bytes) -> MatchProfile:
         try:
             raw = json.loads(blob.decode())
-            if not isinstance(raw, dict) or raw.get("format") not in (1, PROFILE_FORMAT):
+            if not isinstance(raw, dict) or raw.get("format") not in (1, 2, PROFILE_FORMAT):
                 raise ValueError("unknown profile format")
             values = {k: float(raw[k]) for k in (
                 "target_lf0_mean", "target_lf0_std", "source_lf0_mean", "source_lf0_std", "warp", "f0_scale")}
-            values.update({k: float(raw.get(k, d)) for k, d in (("env_strength", 0.0), ("ap_shift_db", 0.0),
+            values.update({k: float(raw.get(k, d)) for k, d in (("env_strength", 0.0), ("env_steady", 0.0),
                                                                  ("rate", 1.0))})
             env_src, env_dst = _stats(raw.get("env_src")), _stats(raw.get("env_dst"))
+            vocoded = raw.get("vocoded", False)
+            if not isinstance(vocoded, bool):
+                raise ValueError("vocoded must be true or false")
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
             raise ProfileError("This voice's matching profile is damaged; register the voice again.") from exc
         if not all(math.isfinite(v) for v in values.values()):
@@ -82,7 +89,8 @@ class MatchProfile:
             env_src=env_src,
             env_dst=env_dst,
             env_strength=_clamp(values["env_strength"], 0.0, ENV_STRENGTH_MAX) if env_src and env_dst else 0.0,
-            ap_shift_db=_clamp(values["ap_shift_db"], *envelope.AP_SHIFT_DB),
+            env_steady=int(_clamp(values["env_steady"], 0, envelope.BANDS)),
+            vocoded=vocoded,
             rate=_clamp(values["rate"], *RATE_RANGE),
             target_lf0_mean=_clamp(values["target_lf0_mean"], *LOG_F0_RANGE),
             target_lf0_std=_clamp(values["target_lf0_std"], *LOG_F0_STD_RANGE),
@@ -108,14 +116,13 @@ def _stats(raw: object) -> EnvelopeStats | None:
     if not isinstance(raw, dict):
         raise ValueError("envelope statistics must be an object")
     mean, std, u_mean, u_std = (tuple(float(v) for v in raw.get(k, ())) for k in ("mean", "std", "u_mean", "u_std"))
-    ap_db = float(raw["ap_db"])
     if len(mean) != envelope.BANDS or len(std) != envelope.BANDS or {len(u_mean), len(u_std)} - {0, envelope.BANDS}:
         raise ValueError("envelope statistics of the wrong size")
-    if not all(math.isfinite(v) for v in (*mean, *std, *u_mean, *u_std, ap_db)):
+    if not all(math.isfinite(v) for v in (*mean, *std, *u_mean, *u_std)):
         raise ValueError("envelope statistics not finite")
     if len(u_mean) != len(u_std):
         u_mean = u_std = ()
-    return EnvelopeStats(mean=mean, std=std, ap_db=ap_db, u_mean=u_mean, u_std=u_std)
+    return EnvelopeStats(mean=mean, std=std, u_mean=u_mean, u_std=u_std)
 
 
 class _ProfileCache:
@@ -168,12 +175,12 @@ class Transform:
     env_src: EnvelopeStats | None = None
     env_dst: EnvelopeStats | None = None
     env_strength: float = 0.0
-    ap_shift_db: float = 0.0
+    env_steady: int = 0
+    vocoded: bool = False
 
     @property
     def identity(self) -> bool:
-        return (not self.map_stats and self.shift_semitones == 0.0 and self.warp == 1.0
-                and self.env_strength == 0.0 and self.ap_shift_db == 0.0)
+        return not self.map_stats and self.shift_semitones == 0.0 and self.warp == 1.0 and self.env_strength == 0.0
 
     @classmethod
     def for_profile(cls, profile: MatchProfile | None, semitones: float = 0.0) -> Transform:
@@ -191,7 +198,8 @@ class Transform:
             env_src=profile.env_src,
             env_dst=profile.env_dst,
             env_strength=profile.env_strength if profile.env_src and profile.env_dst else 0.0,
-            ap_shift_db=profile.ap_shift_db,
+            env_steady=profile.env_steady,
+            vocoded=profile.vocoded,
         )
 
 
@@ -203,46 +211,69 @@ def apply_voice(audio: np.ndarray, sr: int, voice: Voice) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Analysis:
-    """WORLD parameters of one piece of audio: F0 contour, spectral envelope and aperiodicity."""
+    """One piece of audio, its F0 contour and its WORLD spectral envelope."""
 
+    x: np.ndarray  # float64 mono
     f0: np.ndarray
     sp: np.ndarray
-    ap: np.ndarray
     sr: int
-    n_samples: int
     rms: float
 
 
 def analyze(audio: np.ndarray, sr: int, f0_range: tuple[float, float] = DEFAULT_TRACK_RANGE) -> Analysis:
-    """WORLD analysis: F0 (YIN) within f0_range, cheaptrick envelope, d4c aperiodicity."""
+    """F0 (YIN) within f0_range and the cheaptrick envelope."""
     xd = np.asarray(audio, dtype=np.float64).reshape(-1)
     f0, times = track_f0(xd, sr, f0_range[0], f0_range[1], FRAME_PERIOD_MS)
     sp = pyworld.cheaptrick(xd, f0, times, sr)
-    ap = pyworld.d4c(xd, f0, times, sr)
     rms = float(np.sqrt(np.mean(xd * xd))) if len(xd) else 0.0
-    return Analysis(f0=f0, sp=sp, ap=ap, sr=sr, n_samples=len(xd), rms=rms)
+    return Analysis(x=xd, f0=f0, sp=sp, sr=sr, rms=rms)
 
 
 def render(analysis: Analysis, transform: Transform) -> np.ndarray:
-    """Synthesize analysed audio after mapping its F0, warping and converting its envelope and shifting its
-    aperiodicity, at the input's level."""
+    """The analysed audio itself with its F0 mapped (PSOLA) and its envelope warped and moved toward the
+    target's statistics by a smooth filter (STFT), at the input's level: Piper's own excitation and phase are
+    kept, nothing is vocoded."""
     f0 = map_f0(analysis.f0, transform)
-    sp, ap = analysis.sp, analysis.ap
-    if transform.warp != 1.0:
-        sp = warp_envelope(sp, transform.warp)
-        ap = warp_envelope(ap, transform.warp)
-    if transform.env_strength > 0.0 and transform.env_src and transform.env_dst:
-        sp = envelope.convert_envelope(
-            sp, analysis.f0, analysis.sr, transform.env_src, transform.env_dst, transform.env_strength)
-    ap = envelope.shift_aperiodicity(ap, analysis.f0, transform.ap_shift_db)
-    y = pyworld.synthesize(f0, sp, ap, analysis.sr, FRAME_PERIOD_MS)[: analysis.n_samples]
-    if len(y) < analysis.n_samples:
-        y = np.pad(y, (0, analysis.n_samples - len(y)))
+    if transform.vocoded:
+        return _vocode(analysis, f0, transform)
+    y = analysis.x
+    if not np.allclose(f0, analysis.f0, rtol=1e-6, atol=0.0):  # (exp(log(f0)) is not always f0)
+        y = psola.shift(y, analysis.sr, analysis.f0, f0, FRAME_PERIOD_MS / 1000.0)
+    gain = correction_db(analysis, transform)
+    if gain is not None:
+        y = spectral.apply_gain(y, analysis.sr, gain, FRAME_PERIOD_MS / 1000.0)
     return _match_level(y, analysis.rms)
 
 
+def _vocode(analysis: Analysis, f0: np.ndarray, transform: Transform) -> np.ndarray:
+    """The analysed audio re-synthesized by WORLD with F0 f0 and its envelope (and aperiodicity) warped and
+    corrected per frame, at the input's level (matching "close")."""
+    times = np.arange(len(analysis.f0)) * (FRAME_PERIOD_MS / 1000.0)
+    ap = pyworld.d4c(analysis.x, analysis.f0, times, analysis.sr)
+    if transform.warp != 1.0:
+        ap = warp_envelope(ap, transform.warp)
+    gain = correction_db(analysis, transform)
+    sp = analysis.sp if gain is None else analysis.sp * 10.0 ** (gain / 10.0)
+    y = pyworld.synthesize(f0, sp, ap, analysis.sr, FRAME_PERIOD_MS)[: len(analysis.x)]
+    return _match_level(np.pad(y, (0, len(analysis.x) - len(y))), analysis.rms)
+
+
+def correction_db(analysis: Analysis, transform: Transform) -> np.ndarray | None:
+    """The per-frame log-spectral correction (dB) of the formant warp and the envelope statistics, or None."""
+    sp, gain = analysis.sp, None
+    if transform.warp != 1.0:
+        warped = warp_envelope(sp, transform.warp)
+        gain = 10.0 * np.log10(np.maximum(warped, _FLOOR) / np.maximum(sp, _FLOOR))
+        sp = warped
+    if transform.env_strength > 0.0 and transform.env_src and transform.env_dst:
+        moved = envelope.correction_db(sp, analysis.f0, analysis.sr, transform.env_src, transform.env_dst,
+                                       transform.env_strength, transform.env_steady)
+        gain = moved if gain is None else gain + moved
+    return gain
+
+
 def apply_transform(audio: np.ndarray, sr: int, transform: Transform) -> np.ndarray:
-    """Re-synthesize audio with WORLD after mapping its F0 and warping its spectral envelope."""
+    """Audio with its F0 mapped and its envelope corrected as the transform says (render)."""
     x = np.asarray(audio, dtype=np.float32).reshape(-1)
     if transform.identity or len(x) < int(sr * 0.05) or not np.any(x):
         return x.copy()
@@ -308,17 +339,22 @@ CALIBRATION_TEXT = (
     "When the sunlight strikes raindrops in the air, they act as a prism and form a rainbow. "
     "People look, but no one ever finds the pot of gold at its end."
 )
-WARP_GRID = (0.88, 0.96, 1.04, 1.12, 1.2)
+WARP_GRID = (0.96, 1.04, 1.12, 1.2)
 WARP_REFINE = 0.04
 SEARCH_RATE = 16_000
 F0_OFFSETS_ST = (-2.0, 2.0)
 ENV_STRENGTHS = (0.5, 0.75)  # tried after the full conversion (1.0) with the best warp
+STEADY_ORDER = 13  # with the "steady" part: the broad envelope shape a 13-coefficient MFCC recognizer sees
 # What a fit may change. Each part's worth on held-out speakers: bench/voices.py --ablation.
-PARTS = frozenset({"f0", "warp", "envelope", "unvoiced", "aperiodicity", "rate"})
-# What registration fits. Aperiodicity and speaking rate did not pay: on the bench's 10 speakers neither moved
-# identification by Resemblyzer or the d-vector, and the rate (those speakers talk ~25 % slower than Piper)
-# makes every segment longer to synthesize, the first one too.
-SHIPPED_PARTS = frozenset({"f0", "warp", "envelope", "unvoiced"})
+PARTS = frozenset({"f0", "warp", "envelope", "unvoiced", "steady", "vocoded", "rate"})
+# What registration fits. The speaking rate did not pay: on the bench's 10 speakers it did not move
+# identification by Resemblyzer or the d-vector, and (those speakers talk ~25 % slower than Piper) it makes
+# every segment longer to synthesize, the first one too. (Aperiodicity was dropped with WORLD synthesis.)
+SHIPPED_PARTS = frozenset({"f0", "warp", "envelope", "unvoiced", "steady"})
+# engine.piper.matching: what each choice fits. "clear" keeps Piper's own audio and the broad correction steady
+# (word errors near raw Piper's); "close" re-synthesizes with WORLD and corrects every band per frame: the
+# speaker models find it nearer the speaker, a recognizer makes about twice the word errors (bench/voices.py).
+MATCHING_MODES = {"clear": SHIPPED_PARTS, "close": (SHIPPED_PARTS - {"steady"}) | {"vocoded"}}
 
 SynthesizeFn = Callable[[str], tuple[np.ndarray, int]]
 
@@ -375,9 +411,9 @@ def estimate_profile(
 ) -> MatchProfile:
     """Fit the conversion so the transformed default voice sounds most like the clip.
 
-    The clip's log-F0 statistics come from the F0 tracker and its envelope and aperiodicity statistics
-    from its WORLD analysis; the formant warp, how far to move the envelope and a small pitch offset are
-    chosen by re-synthesizing the calibration audio and maximizing Resemblyzer cosine to the clip. Only the
+    The clip's log-F0 statistics come from the F0 tracker and its envelope statistics from its WORLD
+    (cheaptrick) envelope; the formant warp, how far to move the envelope and a small pitch offset are
+    chosen by rendering the calibration audio and maximizing Resemblyzer cosine to the clip. Only the
     parts named in `parts` are used (the others stay as the default voice has them).
     """
     from engine.voices import embedding
@@ -398,25 +434,23 @@ def estimate_profile(
         source_lf0_mean=calibration.lf0_mean,
         source_lf0_std=src_std,
         rate=_clamp(rate, *RATE_RANGE) if "rate" in parts else 1.0,
+        vocoded="vocoded" in parts,
     )
     cal = calibration.analysis
     dst = None
-    if parts & {"envelope", "aperiodicity"}:
+    if "envelope" in parts:
         clip = analyze(soxr.resample(samples, sample_rate, SEARCH_RATE) if sample_rate != SEARCH_RATE else samples,
                        SEARCH_RATE, track_range(base.target_lf0_mean, base.target_lf0_std))
-        dst = envelope.measure(clip.f0, clip.sp, clip.ap, SEARCH_RATE)
+        dst = envelope.measure(clip.f0, clip.sp, SEARCH_RATE)
         if "unvoiced" not in parts:  # the envelope of voiced frames only
             dst = replace(dst, u_mean=(), u_std=())
 
     def with_warp(profile: MatchProfile, warp: float) -> MatchProfile:
         if dst is None:
             return replace(profile, warp=warp)
-        src = envelope.measure(cal.f0, warp_envelope(cal.sp, warp), warp_envelope(cal.ap, warp), SEARCH_RATE)
-        return replace(
-            profile, warp=warp, env_src=src, env_dst=dst,
-            env_strength=1.0 if "envelope" in parts else 0.0,
-            ap_shift_db=envelope.ap_shift(src, dst) if "aperiodicity" in parts else 0.0,
-        )
+        src = envelope.measure(cal.f0, warp_envelope(cal.sp, warp), SEARCH_RATE)
+        return replace(profile, warp=warp, env_src=src, env_dst=dst, env_strength=1.0,
+                       env_steady=STEADY_ORDER if "steady" in parts else 0)
 
     def score(profile: MatchProfile) -> float:
         audio = render(cal, Transform.for_profile(profile))
