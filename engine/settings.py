@@ -14,7 +14,7 @@ class PiperSettings:
     voices_dir: str = ""  # folder of extra Piper voices (.onnx + .onnx.json), each speaking its .onnx.json's language
     intra_op_threads: int = 0  # onnxruntime threads per worker; 0: the CPUs this process may use // workers
     # how a registered voice is matched (engine.voices.matching.MATCHING_MODES): "clear" (Piper's own audio,
-    # words as clear as the bundled voice) or "close" (vocoded, nearer the speaker, about twice the word errors)
+    # words as clear as the bundled voice) or "close" (vocoded, nearer the speaker, about 1.7x the word errors)
     matching: str = "clear"
 
 
