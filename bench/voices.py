@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -48,6 +47,7 @@ import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.listen import Recognizer, wer  # noqa: E402
 from engine.voices import embedding  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.bench import _stream_times  # noqa: E402
@@ -205,45 +205,6 @@ def register(backend: PiperBackend, speakers: list[Speaker], parts: frozenset[st
         took.append(time.perf_counter() - start)
     backend.matching_parts = None
     return regs, took
-
-
-class Recognizer:
-    """PocketSphinx with the en-US acoustic model, dictionary and language model its wheel bundles."""
-
-    def __init__(self) -> None:
-        from pocketsphinx import Decoder
-
-        self.decoder = Decoder(samprate=RATE, loglevel="FATAL")
-
-    def words(self, audio16k: np.ndarray) -> list[str]:
-        pcm = (np.clip(audio16k, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-        self.decoder.start_utt()
-        self.decoder.process_raw(pcm, full_utt=True)
-        self.decoder.end_utt()
-        hyp = self.decoder.hyp()
-        return words(hyp.hypstr if hyp is not None else "")
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z']+", text.lower())
-
-
-def edits(ref: list[str], hyp: list[str]) -> int:
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1]
-
-
-def wer(recognizer: Recognizer, pairs: list[tuple[str, np.ndarray]]) -> float:
-    errors = total = 0
-    for text, audio in pairs:
-        ref = words(text)
-        errors += edits(ref, recognizer.words(audio))
-        total += len(ref)
-    return errors / max(total, 1)
 
 
 async def ttfa(backend: PiperBackend, voice: Voice, rounds: int = 9) -> tuple[float, float]:

@@ -9,6 +9,7 @@ from typing import Mapping
 
 from bot.speech.more import MORE
 from conf.loader import DEFAULT_CONFIG, ENV_PREFIX, ConfigError, build, merge_env, read_config
+from engine.backends import BACKENDS
 from engine.settings import EngineSettings
 
 __all__ = ["DEFAULT_CONFIG", "ENV_PREFIX", "ConfigError", "Settings", "load_settings"]
@@ -140,7 +141,7 @@ def load_settings(
 _CHOICES = {
     ("logging", "level"): ("DEBUG", "INFO", "WARNING", "ERROR"),
     ("logging", "discord_level"): ("DEBUG", "INFO", "WARNING", "ERROR"),
-    ("engine", "backend"): ("piper", "cosyvoice2", "remote"),
+    ("engine", "backend"): tuple(BACKENDS),
     ("speech", "emoji"): ("name", "skip"),
     ("speech", "links"): ("a link", "domain"),
 }

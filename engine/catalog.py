@@ -82,8 +82,11 @@ class VoiceCatalog:
         return self.primary, voice
 
     def speaks(self, voice: Voice) -> tuple[str, ...]:
-        backend, _ = self.backend_for(voice)
-        return backend.info.languages
+        """The languages `voice` speaks: its backend's, or where a backend tells per voice (Kokoro's packs), the
+        voice's own."""
+        backend, named = self.backend_for(voice)
+        per_voice = getattr(backend, "voice_languages", None)
+        return per_voice(named) if per_voice is not None else backend.info.languages
 
     def languages(self) -> dict[str, str]:
         """Every language some voice speaks: base code -> English name (eSpeak NG's names)."""

@@ -4,38 +4,25 @@ from __future__ import annotations
 
 import importlib
 
+from engine.backends import BACKENDS
 from engine.base import AsyncBackend, Backend, BackendUnavailable, Engine
 from engine.catalog import VoiceCatalog
 from engine.conversion import with_conversion
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
 
-BACKENDS = ("piper", "cosyvoice2", "remote")
-
-
-def _lazy(module: str, cls: str, what: str) -> type:
+def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
+    """The backend named by `settings.backend` (engine.backends.BACKENDS); BackendUnavailable says what is missing."""
+    name = settings.backend
+    target = BACKENDS.get(name)
+    if target is None:
+        raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
+    module, cls = target.split(":")
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
-        raise BackendUnavailable(f"The {what} backend is not available: {exc}") from exc
-    try:
-        return getattr(mod, cls)
-    except AttributeError as exc:
-        raise BackendUnavailable(f"The {what} backend is not available: {module} has no {cls}") from exc
-
-
-def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
-    """The backend named by `settings.backend`; BackendUnavailable says what is missing."""
-    name = settings.backend
-    if name == "piper":
-        from engine.backends.piper import PiperBackend
-
-        return PiperBackend(settings.piper, workers=settings.workers)
-    if name == "cosyvoice2":
-        return _lazy("engine.backends.cosyvoice", "CosyVoiceBackend", "cosyvoice2")(settings.cosyvoice, workers=settings.workers)
-    if name == "remote":
-        return _lazy("engine.backends.remote", "RemoteBackend", "remote")(settings.remote)
-    raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
+        raise BackendUnavailable(f"The {name} backend is not available: {exc}") from exc
+    return getattr(mod, cls).from_settings(settings)
 
 
 def build_engine(settings: EngineSettings | None = None) -> Engine:

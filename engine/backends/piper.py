@@ -155,6 +155,10 @@ class PiperBackend:
         # what a registration fits; None: the parts of engine.piper.matching (bench/voices.py --ablation varies it)
         self.matching_parts: frozenset[str] | None = None
 
+    @classmethod
+    def from_settings(cls, settings) -> PiperBackend:
+        return cls(settings.piper, workers=settings.workers)
+
     # -- sessions -------------------------------------------------------------------------------
 
     def _new_session(self) -> object:

@@ -66,6 +66,10 @@ _ConnectTimeout: type[BaseException] = getattr(aiohttp, "ConnectionTimeoutError"
 class RemoteBackend:
     """AsyncBackend over HTTP. The aiohttp session is made on first use and closed by `aclose()`."""
 
+    @classmethod
+    def from_settings(cls, settings) -> RemoteBackend:
+        return cls(settings.remote)
+
     def __init__(self, settings: RemoteSettings | None = None, *, sample_rate: int = DISCORD_RATE) -> None:
         self.settings = settings or RemoteSettings()
         self.url = self.settings.url.rstrip("/")

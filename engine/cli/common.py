@@ -7,6 +7,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from engine.backends import DEFAULT_BACKEND, backend_names
 from engine.base import EngineError
 from engine.voices.clip import ClipRejected
 from engine.settings import ConversionSettings, EngineSettings, PiperSettings
@@ -14,8 +15,9 @@ from engine.settings import ConversionSettings, EngineSettings, PiperSettings
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """Options that pick and tune the backend; shared by subcommands that build an engine."""
-    p.add_argument("--backend", default="piper", help="piper (default), cosyvoice2 or remote")
-    p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled en_US-joe-medium)")
+    p.add_argument("--backend", default="", help=backend_names())
+    p.add_argument("--model", default="", help="a Piper .onnx voice (implies --backend piper; default: the bundled "
+                                               "en_US-joe-medium)")
     p.add_argument("--max-chars", type=int, default=EngineSettings.max_text_chars, help="longest text accepted")
     p.add_argument("--voices-dir", default="", metavar="DIR", help="a folder of extra Piper voices (.onnx + .onnx.json)")
     p.add_argument("--noise-scale", type=float, default=PiperSettings.noise_scale,
@@ -28,7 +30,8 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
 def engine_settings(args: argparse.Namespace, **overrides: object) -> EngineSettings:
     piper = PiperSettings(model=args.model, voices_dir=args.voices_dir, noise_scale=args.noise_scale,
                           noise_w=args.noise_w)
-    settings = EngineSettings(backend=args.backend, max_text_chars=args.max_chars, piper=piper,
+    backend = args.backend or ("piper" if args.model else DEFAULT_BACKEND)
+    settings = EngineSettings(backend=backend, max_text_chars=args.max_chars, piper=piper,
                               conversion=ConversionSettings(model=args.converter))
     return replace(settings, **overrides)  # type: ignore[arg-type]
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from conf.loader import DEFAULT_CONFIG, ConfigError, load_section
+from engine.backends import backend_names
 from engine.base import EngineError
 from engine.settings import EngineSettings
 
@@ -32,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-streams", type=int, default=None, help="speech responses at once; past it: 429")
     p.add_argument("--max-input-chars", type=int, default=None, help="longest 'input' accepted")
     p.add_argument("--voices-dir", default=None, help="folder of registered voices (engine.server.voices_dir)")
-    p.add_argument("--backend", default=None, help="piper, cosyvoice2 or remote (engine.backend)")
+    p.add_argument("--backend", default=None, help=f"{backend_names()} (engine.backend)")
     p.add_argument("--model", default=None, help="a Piper .onnx voice (engine.piper.model)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve HTTPS")
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")

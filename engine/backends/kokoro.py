@@ -1,0 +1,213 @@
+"""The Kokoro-82M backend (the default): natural voices in English, Japanese, Mandarin, Spanish, French, Italian,
+Portuguese and Hindi from one int8 ONNX model and its 54 voice packs, on the CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.backends import kokoro_assets
+from engine.backends.kokoro_g2p import g2p_key, phonemize
+from engine.backends.sessions import new_session, run_cancellable
+from engine.languages import base
+from engine.settings import EngineSettings, KokoroSettings
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24_000
+MAX_TOKENS = 510  # the model reads 512 tokens, a pad at each end; a voice pack has a style row per count
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+# the voice pack's first letter: the language (and accent) it was made for
+PACK_LANGUAGES = {"a": "en", "b": "en", "e": "es", "f": "fr", "h": "hi", "i": "it", "j": "ja", "p": "pt", "z": "zh"}
+# the voice each language is spoken in when none is chosen (the packs rated best in Kokoro's own voice list)
+DEFAULT_VOICES = {"en": "af_heart", "ja": "jf_alpha", "zh": "zf_xiaoxiao", "es": "ef_dora", "fr": "ff_siwis",
+                  "it": "if_sara", "pt": "pf_dora", "hi": "hf_alpha"}
+# one sentence as long as the engine's longest segment: the session's arena reaches its steady size at start
+WARM_UP_TEXT = (
+    "When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp "
+    "dark and cold, and a small gray bird asleep by the rail."
+)
+
+
+def pack_language(name: str) -> str:
+    return PACK_LANGUAGES.get(name[:1], "")
+
+
+def token_runs(tokens: list[int], breaks: set[int], limit: int = MAX_TOKENS) -> Iterator[list[int]]:
+    """`tokens` in runs of at most `limit`, each cut after the last break token (punctuation, space) before it."""
+    start = 0
+    while len(tokens) - start > limit:
+        end = start + limit
+        cut = max((i for i in range(start + limit // 2, end) if tokens[i] in breaks), default=end - 1)
+        yield tokens[start:cut + 1]
+        start = cut + 1
+    if start < len(tokens):
+        yield tokens[start:]
+
+
+class KokoroModel:
+    """The model's one onnxruntime session, shared by every worker (onnxruntime runs one session from several
+    threads at once), its phoneme vocabulary and the voice packs, each read on first use."""
+
+    def __init__(self, settings: KokoroSettings, threads: int) -> None:
+        self.path = kokoro_assets.model_path(settings.assets_dir)
+        self.packs = kokoro_assets.voice_packs(settings.assets_dir)
+        self.threads = threads
+        self.vocab: dict[str, int] = kokoro_assets.vocabulary()
+        self.breaks = {self.vocab[c] for c in " ,.;:!?—…" if c in self.vocab}
+        self._session: object | None = None
+        self._styles: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def session(self) -> object:
+        with self._lock:
+            if self._session is None:
+                self._session = new_session(str(self.path), self.threads)
+            return self._session
+
+    def style(self, name: str) -> np.ndarray:
+        """A voice pack's style rows [510, 256]."""
+        with self._lock:
+            rows = self._styles.get(name)
+            if rows is None:
+                rows = self._styles[name] = np.fromfile(self.packs[name], dtype=np.float32).reshape(-1, 256)
+            return rows
+
+    def tokens(self, phonemes: str) -> list[int]:
+        return [self.vocab[c] for c in phonemes if c in self.vocab]
+
+    def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None) -> np.ndarray:
+        """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz."""
+        feeds = {
+            "tokens": np.array([[0, *tokens, 0]], dtype=np.int64),
+            "style": style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32),
+            "speed": np.array([speed], dtype=np.float32),
+        }
+        audio = np.asarray(run_cancellable(self.session, feeds, cancel)[0], dtype=np.float32).reshape(-1)
+        peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
+        return audio / peak if peak > 1.0 else audio
+
+
+class KokoroBackend:
+    """Kokoro speaks `Voice.name` (a voice pack, or "default": the pack of `Voice.language`) in the language of
+    `Voice.language` (else the pack's). A registered voice is spoken as today, by voice matching on Piper, which
+    is loaded on the first such voice (its profile is Piper's, stored under this backend's name)."""
+
+    def __init__(self, settings: KokoroSettings | None = None, workers: int = 1, piper: EngineSettings | None = None) -> None:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - a dependency of the project
+            raise BackendUnavailable("onnxruntime is not installed") from exc
+        self.settings = settings or KokoroSettings()
+        self.workers = max(1, workers)
+        from engine.backends.piper import MATCHING_VERSION, intra_op_threads
+
+        self.model = KokoroModel(self.settings, intra_op_threads(self.settings, 1))
+        missing = sorted(set(DEFAULT_VOICES.values()) - set(self.model.packs))
+        if missing:
+            raise BackendUnavailable(f"Kokoro's voice packs {', '.join(missing)} are missing: {kokoro_assets.SETUP_HINT}.")
+        self._piper_settings = piper or EngineSettings()
+        self._piper: object | None = None
+        self._piper_lock = threading.Lock()
+        voices = tuple(self.model.packs)
+        self.info = BackendInfo(
+            name="kokoro",
+            version=f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]}; {kokoro_assets.VOICES_PACKAGE}; "
+                    f"registered voices: piper {MATCHING_VERSION} {self._piper_settings.piper.matching}",
+            sample_rate=SAMPLE_RATE,
+            clones=False,
+            voices=voices,
+            languages=tuple(DEFAULT_VOICES),
+        )
+
+    @classmethod
+    def from_settings(cls, settings: EngineSettings) -> KokoroBackend:
+        return cls(settings.kokoro, workers=settings.workers, piper=settings)
+
+    def voice_languages(self, voice: Voice) -> tuple[str, ...]:
+        """What `voice` speaks: a pack its own language, a registered voice Piper's, "default" every language."""
+        if voice.profile is not None:
+            return ("en",)
+        code = pack_language(voice.name) if voice.name in self.model.packs else ""
+        return (code,) if code else self.info.languages
+
+    # -- registered voices: Piper's voice matching, until they move onto Kokoro -------------------------
+
+    @property
+    def piper(self):
+        """The Piper backend that speaks registered voices, made on first use."""
+        with self._piper_lock:
+            if self._piper is None:
+                from engine.backends.piper import PiperBackend
+
+                self._piper = PiperBackend(self._piper_settings.piper, workers=self.workers)
+            return self._piper
+
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+        """Piper's voice-matching profile of the clip (a registered voice is spoken by Piper for now)."""
+        return self.piper.extract_features(clip, sample_rate, transcript, reference_embedding=reference_embedding)
+
+    def _piper_voice(self, voice: Voice) -> Voice:
+        profile = dataclasses.replace(voice.profile, backend="piper")
+        return dataclasses.replace(voice, name="default", profile=profile)
+
+    # -- synthesis -----------------------------------------------------------------------------------------
+
+    def pack_for(self, voice: Voice) -> str:
+        if voice.name in self.model.packs:
+            return voice.name
+        if voice.name not in ("", "default"):
+            raise EngineError(f"Unknown voice {voice.name[:40]!r}; see /voice list for the voices there are.")
+        return DEFAULT_VOICES.get(base(voice.language), DEFAULT_VOICES["en"])
+
+    def warm_up(self) -> None:
+        """Create the session and run WARM_UP_TEXT: its memory arena grows to a whole segment's now."""
+        for _ in self.synthesize(WARM_UP_TEXT, Voice()):
+            pass
+
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+        """Yield float32 mono at 24 kHz: the segment in runs the model reads whole (one, for any segment the
+        engine makes), or Piper's audio for a registered voice."""
+        if voice.profile is not None:
+            import soxr
+
+            rate = self.piper.info.sample_rate
+            for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
+                yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
+            return
+        if not MIN_SPEED <= voice.speed <= 4.0:
+            raise EngineError(f"Speed must be between {MIN_SPEED} and 4.0.")
+        pack = self.pack_for(voice)
+        language = base(voice.language) or pack_language(pack) or "en"
+        phonemes = phonemize(text, g2p_key(language, british=pack.startswith("b")))
+        tokens = self.model.tokens(phonemes)
+        style = self.model.style(pack)
+        speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)
+        for run in token_runs(tokens, self.model.breaks):
+            if cancel is not None and cancel.cancelled:
+                return
+            audio = self.model.run(run, style, speed, cancel)
+            if len(audio):
+                yield self._pitched(audio, voice)
+
+    def _pitched(self, audio: np.ndarray, voice: Voice) -> np.ndarray:
+        """The user's pitch (semitones), moved by TD-PSOLA as for Piper's voices."""
+        if voice.pitch == 0:
+            return audio
+        from engine.voices.matching import apply_voice
+
+        return np.asarray(apply_voice(audio, SAMPLE_RATE, voice), dtype=np.float32)
+
+    def close(self) -> None:
+        with self._piper_lock:
+            if self._piper is not None:
+                self._piper.close()
+                self._piper = None
+

@@ -1,0 +1,52 @@
+"""The shipped default voice, Kokoro, through the sandbox with DAVE: English readout understood by a recognizer,
+Japanese detected with `auto` and spoken at a person's pace in morae, Mandarin by its own voice."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
+from demo.sandbox_bot import sandbox_settings, start_bot
+from engine.base import DISCORD_RATE, Voice
+from tests.e2e.conftest import make_settings
+from tests.e2e.test_languages import Spoken, set_language
+from tests.e2e.test_readout import enable_readout, join
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+ENGLISH = "The library opens at nine in the morning and closes at six in the evening."
+JAPANESE = "次の会議は午後三時から始まります。資料を忘れずに持ってきてください。"
+MANDARIN = "我们明天早上八点在学校门口见面，请不要迟到。"
+
+
+@pytest.fixture
+async def kokoro_bot(sb, demo, tmp_path):
+    """The bot on the shipped engine settings (make_settings pins the steady Piper only for the other tests)."""
+    s = make_settings(tmp_path, engine={"backend": "kokoro"}, speech={"idle_leave_s": 0.0})
+    running = await start_bot(sb, sandbox_settings(s, sb))
+    yield running.bot
+    await running.stop()
+
+
+async def test_kokoro_is_heard_in_english_japanese_and_mandarin(sb, demo, kokoro_bot):
+    bot = kokoro_bot
+    assert bot.engine.info.name == "kokoro"
+    await enable_readout(sb, demo)
+    await join(sb, demo)
+    assert await set_language(sb, demo, "auto") == "language is now auto (detected per message)."
+    spoken = Spoken(sb, demo, bot)
+
+    text, voice, heard = await spoken.post(demo.alice, ENGLISH)
+    assert voice == Voice(language="en")
+    assert spoken.capture.decrypt_errors == 0
+    # "alice said ..." and the sentence, as a recognizer hears them through Opus and DAVE
+    assert wer(Recognizer(), [(text, to16k(heard, DISCORD_RATE))]) <= 0.25, text
+
+    text, voice, heard = await spoken.post(demo.alice, JAPANESE)
+    assert voice == Voice(language="ja")
+    seconds = speech_seconds(heard, DISCORD_RATE)
+    # the readout's "NAME said" prefix is in the spoken text: the pace is over what was said
+    assert 5.0 <= morae(text) / seconds <= 10.0, (text, morae(text), seconds)
+
+    text, voice, heard = await spoken.post(demo.alice, MANDARIN)
+    assert voice == Voice(language="zh")
+    assert 3.0 <= hanzi(text) / speech_seconds(heard, DISCORD_RATE) <= 7.5, text
