@@ -89,9 +89,12 @@ class Registration:
         return cls(**{**reg.__dict__, "profile": _piper_profile(features)})
 
 
+MATCHED_BY_PIPER = ("piper", "kokoro")  # backends whose features are Piper's voice-matching profile
+
+
 def _piper_profile(features: dict[FeatureKey, bytes]) -> MatchProfile | None:
-    """The Piper backend's matching profile among the features, parsed (None when there is none)."""
-    blob = next((blob for (name, _), blob in features.items() if name == "piper"), None)
+    """The voice-matching profile among the features, parsed (None when there is none)."""
+    blob = next((blob for (name, _), blob in features.items() if name in MATCHED_BY_PIPER), None)
     return MatchProfile.from_bytes(blob) if blob is not None else None
 
 

@@ -24,7 +24,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_shipped_config_loads_with_defaults():
     s = load_settings(DEFAULT_CONFIG, environ={})
-    assert s.engine.backend == "piper"
+    assert s.engine.backend == "kokoro"
     assert s.database_url.startswith("sqlite+aiosqlite:///")
     assert s.database_url.endswith("data/voicebot.db")
     assert s.discord.token == ""
@@ -87,7 +87,7 @@ def test_relative_sqlite_path_resolves_against_config_folder(tmp_path):
     ("[nope]\nx = 1\n", r"unknown key 'nope'"),
     ("[speech]\nleave_when_alone = 1\n", r"'speech\.leave_when_alone': expected true or false, got 1"),
     ("[discord]\nshard_ids = [\"a\"]\n", r"'discord\.shard_ids\[0\]': expected an integer"),
-    ("[engine]\nbackend = \"gpu\"\n", r"'engine\.backend': expected one of piper, cosyvoice2, remote"),
+    ("[engine]\nbackend = \"gpu\"\n", r"'engine\.backend': expected one of kokoro, piper, cosyvoice2, remote"),
     ("[engine]\nmax_concurrency = 0\n", r"'engine\.max_concurrency': expected a number above 0"),
     ("engine = 3\n", r"'engine' must be a table"),
     ("[engine\n", r"not valid TOML"),

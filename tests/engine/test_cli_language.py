@@ -20,10 +20,13 @@ def _chosen(stderr: str) -> str:
     return lines[0]
 
 
-def test_auto_detects_french_and_speaks_it_with_espeak(tmp_path: Path):
+def test_auto_detects_french_for_kokoro_and_german_for_espeak(tmp_path: Path):
     proc, out = _say(tmp_path, FRENCH, "--language", "auto")
     assert proc.returncode == 0, proc.stderr
-    assert _chosen(proc.stderr) == "language fr (French; detected, 100%), voice espeak-ng"
+    assert _chosen(proc.stderr) == "language fr (French; detected, 100%), voice default"  # Kokoro's French voice
+    assert _check_wav(out) > 1.5
+    proc, out = _say(tmp_path, GERMAN, "--language", "auto")  # Kokoro speaks no German: eSpeak NG does
+    assert _chosen(proc.stderr) == "language de (German; detected, 100%), voice espeak-ng"
     assert _check_wav(out) > 1.5
 
 

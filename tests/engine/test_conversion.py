@@ -275,9 +275,9 @@ def test_bad_model_is_a_clear_startup_error(tmp_path, model_path) -> None:
 def test_cli_registers_and_speaks_through_the_converter(tmp_path, model_path, capsys) -> None:
     clip, profile = tmp_path / "clip.wav", tmp_path / "voice.json"
     clip.write_bytes(clips.wav(clips.speechlike(4.0, 16_000, f0=210.0)))
-    assert main(["register", str(clip), "--out", str(profile), "--converter", model_path]) == 0
+    assert main(["register", str(clip), "--out", str(profile), "--converter", model_path, "--backend", "piper"]) == 0
     assert [name for name, _ in Registration.from_json(profile.read_text()).features] == ["piper+converter"]
-    say = ["say", "Hello there.", "--profile", str(profile), "--out", str(tmp_path / "x.wav")]
+    say = ["say", "Hello there.", "--profile", str(profile), "--out", str(tmp_path / "x.wav"), "--backend", "piper"]
     assert main([*say, "--converter", model_path]) == 0
     assert main(say) == 2  # without the converter the engine has no features for that voice
     capsys.readouterr()

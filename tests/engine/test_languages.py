@@ -87,7 +87,7 @@ def engine_with_voices(tmp_path_factory):
     folder = tmp_path_factory.mktemp("voices")
     drop_piper_voice(folder)  # de_DE-joe-medium
     (folder / "broken.onnx").write_bytes(b"not a model")  # no .onnx.json: skipped with a warning
-    settings = EngineSettings(workers=1, max_concurrency=1, piper=PiperSettings(voices_dir=str(folder)))
+    settings = EngineSettings(backend="piper", workers=1, max_concurrency=1, piper=PiperSettings(voices_dir=str(folder)))
     engine = build_engine(settings)
     yield engine
     asyncio.run(engine.close())
@@ -127,7 +127,7 @@ async def test_espeak_and_the_dropped_voice_stream_through_the_engine(engine_wit
 
 
 def test_without_espeak_routing_keeps_the_chosen_voice():
-    engine = build_engine(EngineSettings(workers=1, espeak=EspeakSettings(enabled=False)))
+    engine = build_engine(EngineSettings(backend="piper", workers=1, espeak=EspeakSettings(enabled=False)))
     try:
         assert "fr" not in engine.languages()  # no eSpeak NG
         assert engine.route(Voice(), "fr") == Voice(language="fr")
@@ -136,7 +136,7 @@ def test_without_espeak_routing_keeps_the_chosen_voice():
 
 
 def test_a_missing_espeak_command_turns_the_backend_off_with_a_warning(caplog):
-    engine = build_engine(EngineSettings(workers=1, espeak=EspeakSettings(command="no-such-espeak")))
+    engine = build_engine(EngineSettings(backend="piper", workers=1, espeak=EspeakSettings(command="no-such-espeak")))
     try:
         assert "fr" not in engine.languages()  # no eSpeak NG
         assert "no-such-espeak is not installed" in caplog.text
