@@ -12,6 +12,7 @@ from bot.config import Settings
 from bot.dictionary import DictionaryService
 from bot.errors import on_app_command_error, reply
 from bot.languages import LanguageService
+from bot.stock_voices import StockVoices
 from bot.metrics import BotMetrics
 from bot.plugins import PluginManager
 from bot.prefs import PrefsService
@@ -55,6 +56,7 @@ class VoiceBot(commands.AutoShardedBot):
     voices: VoiceService
     dictionary: DictionaryService
     languages: LanguageService
+    stock: StockVoices
     metrics: BotMetrics
 
     def __init__(self, settings: Settings, *, database: Database, engine: Engine, **kwargs: Any) -> None:
@@ -88,12 +90,13 @@ class VoiceBot(commands.AutoShardedBot):
         await self.sync_commands()
 
     async def start_services(self) -> None:
-        """Create the services plugins call (bot.speech, bot.voices, bot.dictionary, bot.languages; bot.prefs is
+        """Create the services plugins call (bot.speech, bot.voices, bot.stock, bot.dictionary, bot.languages; bot.prefs is
         made with the bot) once the engine and database are ready."""
         c = self.config
-        self.voices = VoiceService(self.db, self.engine, c.voices, self.prefs)
+        self.stock = StockVoices(self.engine)
+        self.voices = VoiceService(self.db, self.engine, c.voices, self.prefs, self.stock)
         self.dictionary = DictionaryService(self.db)
-        self.languages = LanguageService(self.engine, self.prefs)
+        self.languages = LanguageService(self.engine, self.prefs, self.stock)
         self.speech = SpeechService(self, self.engine, c, prefs=self.prefs, voices=self.voices,
                                     dictionary=self.dictionary, languages=self.languages)
         self.metrics = BotMetrics(self.speech, self.engine)

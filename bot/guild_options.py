@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,8 @@ GUILD_OPTIONS: tuple[GuildOption, ...] = (
                 name="max_delay", low=5, ceiling="speech.max_delay_s"),
     GuildOption("language", str, "", "the language messages are spoken in: auto (detected per message) or one",
                 name="language"),
+    GuildOption("voices", str, "", "the server's voice for a language: a stock voice (/voice list), or default",
+                name="voice"),
 )
 BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
 OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers
@@ -95,18 +97,19 @@ def _shown(value: Any) -> str:
     return ("on" if value else "off") if isinstance(value, bool) else str(value or "default")
 
 
-def parse(name: str, raw: str, config: Settings, words: Callable[[str], tuple[str, str]] | None = None
-          ) -> tuple[str, object, str]:
+def parse(name: str, raw: str, config: Settings,
+          words: Mapping[str, Callable[[str], tuple[str, str]]] | None = None) -> tuple[str, object, str]:
     """(field, value, answer) for `/settings set name raw`; a number above this bot's ceiling is lowered
-    to it and the answer says so; a word (the language) is read by `words`, which gives (stored, in words).
-    OptionError says what is expected."""
+    to it and the answer says so; a word setting (language, voice) is read by its reader in `words`, which gives
+    (stored, in words). OptionError says what is expected."""
     option = OPTIONS.get(name)
     if option is None:
         raise OptionError(f"Unknown setting {name[:40]!r}. Settings: {', '.join(OPTIONS)}.")
     if option.kind is str:
-        if words is None:
+        reader = (words or {}).get(name)
+        if reader is None:
             raise OptionError(f"{name} cannot be changed here.")
-        value, said = words(raw)
+        value, said = reader(raw)
         return option.field, value, f"{name} is now {said}."
     text = raw.strip().lower()
     if option.kind is bool:

@@ -3,6 +3,7 @@ per message with `auto`) and the voice that speaks it; the language settings and
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from discord import app_commands
@@ -10,6 +11,7 @@ from discord import app_commands
 from bot.errors import UserError
 from bot.guild_options import OptionError
 from bot.prefs import PrefsService
+from bot.stock_voices import StockVoices
 from engine import langid
 from engine.base import Engine, Voice
 
@@ -24,9 +26,10 @@ class LanguageService:
     """Language settings are stored as "auto", a base code ("fr"), or the default (None for a user, "" for a
     guild); the engine says which languages it speaks and routes a language to a voice (engine/catalog.py)."""
 
-    def __init__(self, engine: Engine, prefs: PrefsService) -> None:
+    def __init__(self, engine: Engine, prefs: PrefsService, stock: StockVoices | None = None) -> None:
         self.engine = engine
         self.prefs = prefs
+        self.stock = stock or StockVoices(engine)
 
     @property
     def default_language(self) -> str:
@@ -46,11 +49,19 @@ class LanguageService:
             return fallback
         return langid.detect(text, fallback).language
 
-    async def voice_for(self, text: str, voice: Voice, user_id: int, guild_setting: str) -> Voice:
+    async def voice_for(self, text: str, voice: Voice, user_id: int, guild_setting: str, guild_voices: str = "") -> Voice:
         """The voice that speaks `text` (the body of a message, without its "NAME said" frame): `voice` when it
-        speaks the message's language, else another (engine.route)."""
+        speaks the message's language, else the server's voice for that language (/settings set voice), else the
+        engine's (engine.route). A stock voice's language stands for a user and server that set none."""
         user = await self.prefs.user(user_id)
-        return self.engine.route(voice, self.language_of(text, user.language, guild_setting))
+        stock = self.stock.by_name.get(voice.name)
+        user_setting = user.language or (stock.language if stock is not None and not guild_setting else None)
+        routed = self.engine.route(voice, self.language_of(text, user_setting, guild_setting))
+        if routed.name == "default" and routed.profile is None:
+            chosen = self.stock.guild_voice(guild_voices, routed.language, routed.speed, routed.pitch)
+            if chosen is not None:
+                return dataclasses.replace(chosen, language=routed.language)
+        return routed
 
     # -- settings ------------------------------------------------------------------------------------
     def parse(self, raw: str, *, user: bool) -> str | None:

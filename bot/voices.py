@@ -17,6 +17,7 @@ from bot.guild_options import OptionError
 from bot.prefs import PrefsService
 from bot.storage import voices_repo as repo
 from bot.storage.database import Database
+from bot.stock_voices import StockVoices
 from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
 from bot.user_options import BY_FIELD as USER_OPTIONS, VOICE_DEFAULTS
 from engine.base import Engine, EngineError, Voice, VoiceProfile
@@ -38,8 +39,10 @@ def check_name(name: str) -> str:
 
 
 class VoiceService:
-    def __init__(self, db: Database, engine: Engine, settings: VoiceSettings, prefs: PrefsService) -> None:
+    def __init__(self, db: Database, engine: Engine, settings: VoiceSettings, prefs: PrefsService,
+                 stock: StockVoices | None = None) -> None:
         self.db = db
+        self.stock = stock or StockVoices(engine)
         self.engine = engine
         self.settings = settings
         self.prefs = prefs
@@ -48,11 +51,15 @@ class VoiceService:
 
     # -- using voices ------------------------------------------------------------------------------
     async def resolve(self, user_id: int, guild_id: int | None, name: str | None = None) -> Voice:
-        """The Voice for this user here: the named one (if they may use it) or their active one."""
+        """The Voice for this user here: the named one (a registered voice they may use, else a stock voice), or
+        their active registered voice, else their stock voice, else the default."""
         prefs = await self.prefs.user(user_id)
-        base = Voice(speed=prefs.speed, pitch=prefs.pitch)
+        base = self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch) or Voice(speed=prefs.speed, pitch=prefs.pitch)
         allowed = guild_id is None or (await self.prefs.guild(guild_id)).custom_voices
         if name:
+            stock = self.stock.find(name)
+            if stock is not None and not await self._is_visible(user_id, guild_id, name):
+                return Voice(name=stock.name, speed=prefs.speed, pitch=prefs.pitch)
             if not allowed:
                 raise UserError("This server does not allow custom voices.")
             info = await self.find_visible(user_id, guild_id, name)
@@ -112,6 +119,13 @@ class VoiceService:
                 return info
         raise UserError(f"You have no voice named {name[:40]!r} (see /voice list).")
 
+    async def _is_visible(self, user_id: int, guild_id: int | None, name: str) -> bool:
+        try:
+            await self.find_visible(user_id, guild_id, name)
+        except UserError:
+            return False
+        return True
+
     async def find_owned(self, owner_id: int, name: str) -> VoiceInfo:
         info = await repo.find_owned(self.db, owner_id, " ".join(name.split()))
         if info is None:
@@ -126,8 +140,9 @@ class VoiceService:
         infos = await repo.list_visible(self.db, user_id, guild_id, prefix=current.strip()[:32], limit=25)
         if owned_only:
             infos = [i for i in infos if i.owner_id == user_id]
-        return [app_commands.Choice(name=i.name if i.owner_id == user_id else f"{i.name} (shared)", value=i.name)
-                for i in infos]
+        choices = [app_commands.Choice(name=i.name if i.owner_id == user_id else f"{i.name} (shared)", value=i.name)
+                   for i in infos]
+        return choices if owned_only else choices + self.stock.choices(current, taken=len(choices))
 
     # -- registering ---------------------------------------------------------------------------------
     async def download(self, url: str, declared_size: int, cap: int | None = None) -> bytes:
@@ -182,12 +197,17 @@ class VoiceService:
             raise UserError(too_many) from None
 
     # -- owner actions -------------------------------------------------------------------------------
-    async def use(self, user_id: int, guild_id: int | None, name: str) -> VoiceInfo:
+    async def use(self, user_id: int, guild_id: int | None, name: str) -> str:
+        """Make `name` the user's voice (a registered voice they may use, else a stock voice); its name in words."""
+        stock = self.stock.find(name)
+        if stock is not None and not await self._is_visible(user_id, guild_id, name):
+            await self.prefs.update_user(user_id, active_voice_id=None, stock_voice=stock.name)
+            return stock.describe()
         if guild_id is not None and not (await self.prefs.guild(guild_id)).custom_voices:
             raise UserError("This server does not allow custom voices.")
         info = await self.find_visible(user_id, guild_id, name)
-        await self.prefs.update_user(user_id, active_voice_id=info.id)
-        return info
+        await self.prefs.update_user(user_id, active_voice_id=info.id, stock_voice=None)
+        return repr(info.name)
 
     async def reset(self, user_id: int) -> None:
         await self.prefs.update_user(user_id, **VOICE_DEFAULTS)

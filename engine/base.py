@@ -73,6 +73,20 @@ class AudioChunk:
 
 
 @dataclass(frozen=True)
+class StockVoice:
+    """A voice that ships with the engine, as users choose it (/voice list, /voice use)."""
+
+    name: str  # Voice.name, e.g. "af_heart"
+    label: str  # how it is called, e.g. "Heart"
+    language: str  # the base code it speaks, e.g. "en"
+    accent: str  # e.g. "American English"
+    gender: str  # "woman" or "man"
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.name}) — {self.accent}, {self.gender}"
+
+
+@dataclass(frozen=True)
 class BackendInfo:
     """What a backend declares about itself."""
 
@@ -82,6 +96,7 @@ class BackendInfo:
     clones: bool  # True when it speaks a registered voice from its own features
     voices: tuple[str, ...] = field(default_factory=tuple)
     languages: tuple[str, ...] = ("en",)  # base language codes its voices speak, the first its own
+    stock: tuple[StockVoice, ...] = ()  # the voices users may choose by name (Kokoro's packs)
 
 
 class CancelToken:

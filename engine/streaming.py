@@ -159,10 +159,15 @@ def _is_async(backend: Backend | AsyncBackend) -> bool:
     return isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
 
 
-def _takes_cancel(backend: Backend) -> bool:
-    """Whether the backend's synthesize takes cancel= (see CancelToken)."""
+def _takes(backend: Backend, keyword: str) -> bool:
+    """Whether the backend's synthesize takes `keyword`: cancel= (see CancelToken) or first= (the segment starts its
+    utterance: a backend may render its beginning sooner)."""
     params = inspect.signature(backend.synthesize).parameters
-    return "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _takes_cancel(backend: Backend) -> bool:
+    return _takes(backend, "cancel")
 
 
 class StreamingEngine:
@@ -343,7 +348,8 @@ class StreamingEngine:
 
     async def _run_blocking(self, job: _Job, backend: Backend, voice: Voice, deadline: float) -> int:
         loop = asyncio.get_running_loop()
-        kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
+        offered = {"cancel": job.token, "first": job.index == 0}
+        kwargs = {k: v for k, v in offered.items() if _takes(backend, k)}
         run = _PinnedSegment(backend, job, voice, kwargs, loop)
         cf = self._pool.submit(run)
         job.inflight = cf

@@ -172,7 +172,7 @@ class SpeechService:
         text, body = self._spoken(order, gp, words)
         voice = await self._voice(order)
         if self.languages is not None:
-            voice = await self.languages.voice_for(body, voice, order.author.id, gp.language)
+            voice = await self.languages.voice_for(body, voice, order.author.id, gp.language, gp.voices)
         return gp, text, voice
 
     def _spoken(self, order: SayOrder, gp: GuildPrefs, words: dict[str, str]) -> tuple[str, str]:

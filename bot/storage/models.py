@@ -104,6 +104,7 @@ class UserSettingsRow(Base):
     language: Mapped[str | None] = mapped_column(String(16), nullable=True, default=_user_default("language"))
     lend_voice: Mapped[bool] = mapped_column(Boolean, default=_user_default("lend_voice"))
     name_say_as: Mapped[str | None] = mapped_column(String(64), nullable=True, default=_user_default("name_say_as"))
+    stock_voice: Mapped[str | None] = mapped_column(String(32), nullable=True, default=_user_default("stock_voice"))
 
 
 class MemberSettingsRow(Base):
@@ -133,6 +134,7 @@ class GuildSettingsRow(Base):
     max_message_chars: Mapped[int] = mapped_column(Integer, default=_guild_default("max_message_chars"))
     max_queue: Mapped[int] = mapped_column(Integer, default=_guild_default("max_queue"))
     language: Mapped[str] = mapped_column(String(16), default=_guild_default("language"))
+    voices: Mapped[str] = mapped_column(String(400), default=_guild_default("voices"))
     max_delay: Mapped[int] = mapped_column(Integer, default=_guild_default("max_delay"))
     custom_voices: Mapped[bool] = mapped_column(Boolean, default=_guild_default("custom_voices"))
     read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_guild_default("read_spoilers"))

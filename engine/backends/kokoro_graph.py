@@ -1,0 +1,129 @@
+"""Kokoro's ONNX graph cut for speed at setup: the text-to-features part stays int8; the vocoder (the decoder's
+generator, ~90% of the time) runs its convolutions in float as 2-D convolutions (onnxruntime's blocked kernels)
+and takes its sine source's starting phase, so it can render a sentence in two windows that join seamlessly."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import numpy as np
+
+GRAPH_VERSION = "split 1"  # part of the backend version: bump when the files below change meaning
+FEATURES, VOCODER, PHASE = "kokoro-features.onnx", "kokoro-vocoder.onnx", "kokoro-phase.onnx"
+X = "/decoder/decoder/decode.3/Div_4_output_0"  # the decoder's features, 2 per text frame: [1, 512, n]
+F0 = "/encoder/Reshape_output_0"  # predicted F0 at the same rate: [1, n]
+_SINE = "/decoder/decoder/generator/m_source/l_sin_gen/"
+RAD = _SINE + "Transpose_1_output_0"  # per-harmonic phase increments at the F0 rate: [1, n, 9]
+CUMSUM = _SINE + "CumSum_output_0"
+PHASE0 = "phase0"  # the vocoder's added input: the sine source's starting phase, in turns [1, 1, 9]
+HOP = 300  # samples of 24 kHz audio per decoder frame
+HARMONICS = 9
+
+
+def _index(graph):
+    producer = {o: n for n in graph.node for o in n.output}
+    consumers = collections.defaultdict(list)
+    for n in graph.node:
+        for i in n.input:
+            consumers[i].append(n)
+    return producer, consumers
+
+
+def _prune(graph) -> None:
+    """Drop the nodes and initializers no output needs."""
+    needed, keep = {o.name for o in graph.output}, []
+    for node in reversed(list(graph.node)):
+        if any(o in needed for o in node.output):
+            keep.append(node)
+            needed.update(i for i in node.input if i)
+    del graph.node[:]
+    graph.node.extend(reversed(keep))
+    used = {i for n in graph.node for i in n.input}
+    kept = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+
+
+def float_convolutions(model) -> int:
+    """Each dynamically quantized 1-D convolution (DynamicQuantizeLinear -> ConvInteger -> bias -> Cast -> scale)
+    becomes a float 2-D convolution of height one over the dequantized weights: the same sums without rounding
+    the activations to 8 bits, on onnxruntime's faster float kernels. Returns how many were rewritten."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    producer, consumers = _index(graph)
+    replaced: dict[str, list] = {}
+    added = []
+    for conv in graph.node:
+        if conv.op_type != "ConvInteger" or conv.input[1] not in inits or conv.input[3] not in inits:
+            continue
+        (bias_add,) = consumers[conv.output[0]]
+        (cast,) = consumers[bias_add.output[0]]
+        (scale_mul,) = consumers[cast.output[0]]
+        scale_node = producer[scale_mul.input[1]]
+        weight_scale = next(i for i in scale_node.input if i in inits)
+        step = producer[bias_add.input[1]]  # Reshape(Cast(Floor(Div(bias, scale))))
+        while step.op_type != "Div":
+            step = producer[step.input[0]]
+        x = producer[conv.input[0]].input[0]  # what DynamicQuantizeLinear quantized
+        w = numpy_helper.to_array(inits[conv.input[1]]).astype(np.float32)
+        w = (w - numpy_helper.to_array(inits[conv.input[3]]).astype(np.float32)) * numpy_helper.to_array(inits[weight_scale])
+        attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
+        pads, name = attrs.get("pads", [0, 0]), conv.name.removesuffix("/Conv_quant")
+        out = scale_mul.output[0]
+        added += [numpy_helper.from_array(w[:, :, None, :].astype(np.float32), f"{name}/weight_f"),
+                  numpy_helper.from_array(numpy_helper.to_array(inits[step.input[0]]).astype(np.float32), f"{name}/bias_f"),
+                  numpy_helper.from_array(np.array([2], dtype=np.int64), f"{name}/axis")]
+        replaced[scale_mul.name] = [
+            helper.make_node("Unsqueeze", [x, f"{name}/axis"], [f"{name}/x4"], name=f"{name}/x4"),
+            helper.make_node("Conv", [f"{name}/x4", f"{name}/weight_f", f"{name}/bias_f"], [f"{name}/y4"], name=f"{name}/conv2d",
+                             kernel_shape=[1, attrs["kernel_shape"][0]], pads=[0, pads[0], 0, pads[1]],
+                             strides=[1, attrs.get("strides", [1])[0]], dilations=[1, attrs.get("dilations", [1])[0]],
+                             group=attrs.get("group", 1)),
+            helper.make_node("Squeeze", [f"{name}/y4", f"{name}/axis"], [out], name=f"{name}/y"),
+        ]
+    nodes = [new for n in graph.node for new in replaced.get(n.name, [n])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph.initializer.extend(added)
+    _prune(graph)
+    return len(replaced)
+
+
+def with_start_phase(model) -> None:
+    """Add the PHASE0 input to the sine source's accumulated phase (turns), right after its CumSum."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    shifted = CUMSUM + "_from_phase0"
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name == CUMSUM:
+                node.input[k] = shifted
+    graph.input.append(helper.make_tensor_value_info(PHASE0, TensorProto.FLOAT, [1, 1, HARMONICS]))
+    nodes = list(graph.node)
+    at = next(k for k, n in enumerate(nodes) if CUMSUM in n.output)
+    nodes.insert(at + 1, helper.make_node("Add", [CUMSUM, PHASE0], [shifted], name=_SINE + "phase0"))
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def build(model_path: Path, where: Path) -> None:
+    """Write FEATURES (tokens, style, speed -> X, F0), VOCODER (X, F0, style, PHASE0 -> audio) and PHASE (F0 -> RAD)
+    from the joined model into `where`."""
+    import onnx
+    from onnx.utils import Extractor
+
+    model = onnx.load(str(model_path))
+    features = Extractor(model).extract_model(["tokens", "style", "speed"], [X, F0])
+    phase = Extractor(model).extract_model([F0], [RAD])
+    vocoder = Extractor(model).extract_model([X, F0, "style"], ["audio"])
+    with_start_phase(vocoder)
+    float_convolutions(vocoder)
+    for proto, name in ((features, FEATURES), (vocoder, VOCODER), (phase, PHASE)):
+        onnx.checker.check_model(proto)
+        tmp = where / f"{name}.part"
+        onnx.save(proto, str(tmp))
+        tmp.replace(where / name)
