@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import math
 import os
@@ -18,6 +19,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -28,7 +31,7 @@ from engine.base import Voice  # noqa: E402
 from engine.bench import Metric  # noqa: E402
 from engine.segment import clean_text, split_segments  # noqa: E402
 
-SECTIONS = ("ttfa", "join", "timing", "scale", "memory", "readout", "cold")
+SECTIONS = ("ttfa", "join", "timing", "scale", "memory", "readout", "cold", "kokoro")
 # One segment each (asserted), so a run is over once its first frame is heard and /skip cancels no synthesis.
 SHORT_TEXTS = (
     "Good morning everyone, the meeting starts in five minutes.",
@@ -41,6 +44,37 @@ LONG_TEXT = (
     "Children come after school to read comics and picture books, while older students use the long "
     "tables to study for their exams. On weekends the room hosts talks about local history and the stars."
 )
+# The Kokoro section's first sentences of utterances, with and without a comma, and its held-out listening set.
+KOKORO_TEXTS = (
+    "Hey, are you coming to the game tonight?",
+    "Please remember to bring your notes to the meeting today.",
+    "Good morning everyone, the meeting starts in five minutes.",
+    "I think we should leave a little earlier tomorrow morning.",
+    "Well, that was the best pizza I have had in years.",
+    "The train to the city leaves from the second platform.",
+)
+WER_TEXTS = (
+    "The library opens at nine in the morning and closes at six.",
+    "Please bring your own water bottle to the trip on Saturday.",
+    "My brother bought a small red car last week.",
+    "We watched a long movie about a family of bears.",
+    "She planted tomatoes and beans in the garden behind the house.",
+    "The children walked to school along the river in the rain.",
+    "Could you call me back after lunch about the new project?",
+    "He forgot his keys on the kitchen table again this morning.",
+)
+LONG_SENTENCES = (  # one segment each (under engine.max_segment_chars), long enough to be vocoded in windows
+    "When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp dark.",
+    "Our town library opened a new reading room last spring, and it has been busy ever since with children.",
+    "The children walked to school along the river in the rain, and their teacher met them at the gate.",
+    "She planted tomatoes and beans in the garden behind the house, and by August the family ate salad daily.",
+)
+PACE_TEXTS = {  # sentences of our own; a person reads Japanese at about 6-9 morae a second, Mandarin 4-6 syllables
+    "ja": ("次の会議は午後三時から始まります。", "昨日、友達と一緒に新しいレストランへ行きました。",
+           "駅の近くに大きな図書館があります。", "週末は家族と山へハイキングに行く予定です。"),
+    "zh": ("我们明天早上八点在学校门口见面。", "这家餐厅的菜非常好吃，价格也很便宜。",
+           "周末我想和朋友一起去看电影。"),
+}
 SCALE_TEXT = (
     "Our town library opened a new reading room last spring, and it has been busy ever since. "
     "Children come after school to read comics and picture books after their lessons."
@@ -247,6 +281,53 @@ class Bench:
         audio = await asyncio.gather(*(one(k) for k in range(streams)))
         return sum(audio) / (time.monotonic() - t0)
 
+    async def kokoro(self, runs: int) -> list[Metric]:
+        """Kokoro, the shipped default, in the bot's engine: first audio over sentences with and without commas,
+        the real-time streams it keeps up (aggregate audio per second with twice its slots busy), what a listener
+        hears (English word errors against raw Piper's on the same held-out sentences, Japanese and Mandarin pace),
+        and the vocoder's window seams."""
+        from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
+        from engine.factory import build_engine
+
+        s = self.bot.config.engine
+        assert s.backend == "kokoro", s.backend
+        await self.engine_first_chunk(KOKORO_TEXTS[0])
+        firsts = [await self.engine_first_chunk(KOKORO_TEXTS[i % len(KOKORO_TEXTS)]) for i in range(max(runs, 6))]
+        streams = 2 * max(1, min(s.workers, s.max_concurrency))
+        rate = await self.engine_rate(SCALE_TEXT, streams)
+        recognizer, mono = Recognizer(), lambda pcm: to16k(np.frombuffer(pcm, "<i2")[::2].astype(np.float32) / 32768, 48_000)
+        piper = build_engine(dataclasses.replace(s, backend="piper"))
+        try:
+            ours = [(t, mono(await self.engine.synthesize_all(t, Voice(language="en")))) for t in WER_TEXTS]
+            theirs = [(t, mono(await piper.synthesize_all(t, Voice(language="en")))) for t in WER_TEXTS]
+        finally:
+            await piper.close()
+        w_ours, w_piper = wer(recognizer, ours), wer(recognizer, theirs)
+        pace = {}
+        for language, texts in PACE_TEXTS.items():
+            units = morae if language == "ja" else hanzi
+            heard = [(units(t), speech_seconds(mono(await self.engine.synthesize_all(t, Voice(language=language))), 16_000))
+                     for t in texts]
+            pace[language] = sum(u for u, _ in heard) / sum(sec for _, sec in heard)
+        seam = kokoro_windows()
+        ttfa = p50(firsts) * 1000
+        return [
+            Metric("kokoro_ttfa_engine_p50_ms", ttfa, "<= 400", ttfa <= 400,
+                   f"p95 {pct(firsts, 0.95) * 1000:.0f} ms over {len(firsts)} first sentences, half with a comma"),
+            Metric("kokoro_realtime_streams", rate, ">= 4", rate >= 4.0,
+                   f"audio seconds per second with {streams} utterances at once ({s.workers} workers, "
+                   f"{s.max_concurrency} slots)"),
+            Metric("kokoro_wer_vs_piper", w_ours / max(w_piper, 1e-9), "<= 1.0", w_ours <= w_piper,
+                   f"WER {w_ours:.3f} Kokoro's default English voice vs {w_piper:.3f} raw Piper, PocketSphinx en-US, "
+                   f"{len(WER_TEXTS)} held-out sentences"),
+            Metric("kokoro_ja_morae_per_s", pace["ja"], "6-9", 6.0 <= pace["ja"] <= 9.0,
+                   f"{len(PACE_TEXTS['ja'])} sentences, morae by OpenJTalk over seconds of speech (eSpeak NG read "
+                   "kanji at 2.4)"),
+            Metric("kokoro_zh_syllables_per_s", pace["zh"], "3.5-6.5", 3.5 <= pace["zh"] <= 6.5,
+                   f"{len(PACE_TEXTS['zh'])} sentences"),
+            Metric("kokoro_window_seam_flux_vs_p95", seam[0], "<= 1.0", seam[0] <= 1.0, seam[1]),
+        ]
+
     async def guilds_at_once(self, rooms: list[Room], text: str) -> tuple[bool, str]:
         """Every room's user sends /say at once; True when no guild had an underrun after its first packet."""
         mark = self.finished.mark()
@@ -354,6 +435,39 @@ async def cold(trials: int, warm_runs: int) -> list[Metric]:
     return [Metric("ttfa_cold_vs_warm", ratio, "<= 1.2", ratio <= 1.2, note)]
 
 
+def kokoro_windows() -> tuple[float, str]:
+    """Long sentences vocoded in windows (engine/backends/kokoro.py) against the same runs vocoded whole: the
+    log-mel change from frame to frame at each seam over its 95th percentile elsewhere (a click or a jump shows
+    as more than 1), and the word errors of both."""
+    import librosa
+
+    from bench.listen import Recognizer, to16k, wer
+    from engine.backends.kokoro import KokoroBackend
+    from engine.backends.kokoro_g2p import phonemize
+
+    backend, recognizer = KokoroBackend(workers=1), Recognizer()
+    worst, pairs_windowed, pairs_whole = 0.0, [], []
+    try:
+        for text in LONG_SENTENCES:
+            model, style = backend.model, backend.model.style("af_heart")
+            tokens = model.tokens(phonemize(text, "en"))
+            pieces = list(model.run(tokens, style, 1.0, None))
+            row = style[len(tokens)].reshape(1, 256)
+            x, f0 = model.features(tokens, row, 1.0, None)
+            whole = model.vocode(x, f0, row, 0, x.shape[2], None, None)
+            windowed = np.concatenate(pieces)
+            mel = np.log(librosa.feature.melspectrogram(y=windowed, sr=24_000, n_fft=1024, hop_length=240) + 1e-5)
+            flux = np.abs(np.diff(mel, axis=1)).mean(axis=0)
+            for seam in np.cumsum([len(p) for p in pieces[:-1]]) // 240:
+                worst = max(worst, float(flux[seam - 2:seam + 2].max() / np.percentile(flux, 95)))
+            pairs_windowed.append((text, to16k(windowed, 24_000)))
+            pairs_whole.append((text, to16k(whole, 24_000)))
+    finally:
+        backend.close()
+    return worst, (f"worst seam of {len(LONG_SENTENCES)} long sentences; WER windowed {wer(recognizer, pairs_windowed):.3f} "
+                   f"vs whole {wer(recognizer, pairs_whole):.3f}")
+
+
 async def heard_after_say(sb, room: Room, text: str) -> float:
     """/say from the sandbox side only (the bot is in another process): seconds to the first RTP packet."""
     capture = sb.capture(room.guild)
@@ -399,7 +513,9 @@ async def memory(guilds: int) -> list[Metric]:
     note = (f"bot subprocess VmRSS {one:.0f} MiB with 1 guild in voice, {many:.0f} MiB with {connected} "
             f"(sandbox in another process, not counted; 2 shards); scaled to 100"
             + (f"; {failed} of {guilds - 1} /join went unanswered" if failed else ""))
-    return [Metric("idle_memory_100_guilds_growth_mb", total, "<= 50 MB", total <= 50.0 and not failed, note)]
+    return [Metric("idle_bot_rss_mb", one, "<= 700", one <= 700.0,
+                   "bot subprocess VmRSS with 1 guild in voice, its engine (the shipped one) warmed up"),
+            Metric("idle_memory_100_guilds_growth_mb", total, "<= 50 MB", total <= 50.0 and not failed, note)]
 
 
 async def run(only: list[str], runs: int, quick: bool) -> list[Metric]:
@@ -424,6 +540,8 @@ async def run(only: list[str], runs: int, quick: bool) -> list[Metric]:
                             got = await bench.timing()
                         elif section == "scale":
                             got = await bench.scale()
+                        elif section == "kokoro":
+                            got = await bench.kokoro(runs)
                         else:
                             got = await bench.readout(max(2, runs // 2))
                         for m in got:

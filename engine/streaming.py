@@ -159,15 +159,10 @@ def _is_async(backend: Backend | AsyncBackend) -> bool:
     return isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
 
 
-def _takes(backend: Backend, keyword: str) -> bool:
-    """Whether the backend's synthesize takes `keyword`: cancel= (see CancelToken) or first= (the segment starts its
-    utterance: a backend may render its beginning sooner)."""
-    params = inspect.signature(backend.synthesize).parameters
-    return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
 def _takes_cancel(backend: Backend) -> bool:
-    return _takes(backend, "cancel")
+    """Whether the backend's synthesize takes cancel= (see CancelToken)."""
+    params = inspect.signature(backend.synthesize).parameters
+    return "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 class StreamingEngine:
@@ -348,8 +343,7 @@ class StreamingEngine:
 
     async def _run_blocking(self, job: _Job, backend: Backend, voice: Voice, deadline: float) -> int:
         loop = asyncio.get_running_loop()
-        offered = {"cancel": job.token, "first": job.index == 0}
-        kwargs = {k: v for k, v in offered.items() if _takes(backend, k)}
+        kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
         run = _PinnedSegment(backend, job, voice, kwargs, loop)
         cf = self._pool.submit(run)
         job.inflight = cf

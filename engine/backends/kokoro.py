@@ -23,11 +23,15 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 MAX_TOKENS = 510  # the model reads 512 tokens, a pad at each end; a voice pack has a style row per count
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
-# An utterance's first run, when longer, is vocoded in two windows (KokoroModel.run), in decoder frames of 12.5 ms:
-HEAD = 48  # the first window's audio (0.6 s), heard after the features and this much vocoding
-CONTEXT = 48  # frames each window renders beyond the seam: the vocoder's normalization sees enough either side
-CROSSFADE = 480  # samples (20 ms) over which the windows are cross-faded
-RAMP = 12_000  # samples (0.5 s) over which the rest's level eases from the head's back to its own
+# The vocoder's windows (KokoroModel.run, windows()), in decoder frames of 12.5 ms. The vocoder normalizes each
+# channel over the whole window, so a short window sounds unlike the same audio vocoded whole: a 0.6 s first window
+# (to be heard sooner) raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences (0.108 with
+# 1.2 s after it, 0.077 only with 0.4 s + 2 s: no sooner than the whole first segment). Windows of 3 s or more
+# cost nothing measurable (0.077, one word in 130) and bound the vocoder's memory.
+WINDOW = 240  # frames (3 s) per window, at most 1.5x (so none is short)
+SIDE = 16  # frames a window renders beyond each end (the convolutions' reach)
+CROSSFADE = 480  # samples (20 ms) over which two windows are cross-faded
+RAMP = 12_000  # samples (0.5 s) over which a window's level eases from the one before's back to its own
 # the voice pack's first letter: the language it was made for, and its accent in words
 PACK_LANGUAGES = {"a": "en", "b": "en", "e": "es", "f": "fr", "h": "hi", "i": "it", "j": "ja", "p": "pt", "z": "zh"}
 ACCENTS = {"a": "American English", "b": "British English", "e": "Spanish", "f": "French", "h": "Hindi",
@@ -119,31 +123,49 @@ class KokoroModel:
                  "style": style, graph.PHASE0: start}
         return np.asarray(run_cancellable(self.session(graph.VOCODER), feeds, cancel)[0], dtype=np.float32).reshape(-1)
 
-    def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
-            first: bool = False) -> Iterator[np.ndarray]:
-        """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz. With `first` (the start of an
-        utterance) a run longer than HEAD + CONTEXT frames is vocoded in two windows so its first part is heard
-        sooner: the head, then the rest from CONTEXT frames before the seam, its sine phase continued, its level
-        matched to the head's at the seam and eased back over RAMP, the two cross-faded (bench/e2e.py checks it)."""
+    def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None) -> Iterator[np.ndarray]:
+        """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, vocoded in windows (windows()):
+        each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, its level
+        matched to the window before over the frames both rendered and eased back over RAMP, the two cross-faded
+        over CROSSFADE. A window's audio is passed on as soon as it is made."""
         row = style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32)
         x, f0 = self.features(tokens, row, speed, cancel)
         n = x.shape[2]
-        if not first or n <= HEAD + CONTEXT:
+        spans = windows(n)
+        if len(spans) == 1:
             yield _limited(self.vocode(x, f0, row, 0, n, None, cancel))
             return
         phases = self.start_phases(f0)
-        head = self.vocode(x, f0, row, 0, HEAD + CONTEXT, None, cancel)
-        seam = HEAD * graph.HOP
-        yield _limited(head[:seam - CROSSFADE // 2])
-        lo = HEAD - CONTEXT
-        rest = self.vocode(x, f0, row, lo, n, phases, cancel)
-        overlap = slice(0, (HEAD + CONTEXT - lo) * graph.HOP)  # both windows rendered these frames
-        gain = float(np.clip(_rms(head[lo * graph.HOP:]) / max(_rms(rest[overlap]), 1e-6), 0.5, 2.0))
-        rest = rest[seam - CROSSFADE // 2 - lo * graph.HOP:]
-        rest *= np.interp(np.arange(len(rest)), [0, RAMP], [gain, 1.0]).astype(np.float32)
-        fade = np.linspace(0.0, 1.0, CROSSFADE, dtype=np.float32)
-        rest[:CROSSFADE] = head[seam - CROSSFADE // 2:seam + CROSSFADE // 2] * (1 - fade) + rest[:CROSSFADE] * fade
-        yield _limited(rest)
+        before: tuple[np.ndarray, int] | None = None  # the last window's audio and its first frame
+        for k, (a, b) in enumerate(spans):
+            lo = max(0, a - SIDE)
+            hi = min(n, b + SIDE)
+            audio = self.vocode(x, f0, row, lo, hi, phases, cancel)
+            start = a * graph.HOP - lo * graph.HOP  # where this window's own part begins in `audio`
+            if before is not None:
+                prev, prev_lo = before
+                shared = slice((lo - prev_lo) * graph.HOP, len(prev))  # frames both windows rendered, in `prev`
+                gain = float(np.clip(_rms(prev[shared]) / max(_rms(audio[:len(prev) - shared.start]), 1e-6), 0.5, 2.0))
+                audio = audio * np.interp(np.arange(len(audio)) - start, [0, RAMP], [gain, 1.0]).astype(np.float32)
+                fade = np.linspace(0.0, 1.0, CROSSFADE, dtype=np.float32)
+                seam = (a - prev_lo) * graph.HOP
+                mixed = prev[seam - CROSSFADE // 2:seam + CROSSFADE // 2] * (1 - fade)
+                mixed += audio[start - CROSSFADE // 2:start + CROSSFADE // 2] * fade
+                audio[start - CROSSFADE // 2:start + CROSSFADE // 2] = mixed
+                start -= CROSSFADE // 2
+            end = (b - lo) * graph.HOP - (CROSSFADE // 2 if k < len(spans) - 1 else 0)
+            yield _limited(audio[start:end] if k < len(spans) - 1 else audio[start:(n - lo) * graph.HOP])
+            before = (audio, lo)
+
+
+def windows(n: int) -> list[tuple[int, int]]:
+    """The frames [a, b) each vocoder window of an n-frame run contributes: the whole run when it is at most 1.5
+    WINDOW, else windows of WINDOW frames (the last up to 1.5 WINDOW), which bounds the vocoder's memory and lets a
+    long sentence play while it is made."""
+    cuts = [0]
+    while n - cuts[-1] > WINDOW * 3 // 2:
+        cuts.append(cuts[-1] + WINDOW)
+    return list(zip(cuts, [*cuts[1:], n]))
 
 
 def _rms(a: np.ndarray) -> float:
@@ -234,10 +256,9 @@ class KokoroBackend:
         for _ in self.synthesize(WARM_UP_TEXT, Voice()):
             pass
 
-    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None,
-                   first: bool = False) -> Iterator[np.ndarray]:
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
         """Yield float32 mono at 24 kHz: the segment in runs the model reads whole (one, for any segment the
-        engine makes; the first of an utterance in two windows), or Piper's audio for a registered voice."""
+        engine makes), each as its vocoder windows come, or Piper's audio for a registered voice."""
         if voice.profile is not None:
             import soxr
 
@@ -253,8 +274,8 @@ class KokoroBackend:
         tokens = self.model.tokens(phonemes)
         style = self.model.style(pack)
         speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)
-        for k, run in enumerate(token_runs(tokens, self.model.breaks)):
-            for audio in self.model.run(run, style, speed, cancel, first=first and k == 0):
+        for run in token_runs(tokens, self.model.breaks):
+            for audio in self.model.run(run, style, speed, cancel):
                 if cancel is not None and cancel.cancelled:
                     return
                 if len(audio):

@@ -1,6 +1,6 @@
 """Kokoro's ONNX graph cut for speed at setup: the text-to-features part stays int8; the vocoder (the decoder's
 generator, ~90% of the time) runs its convolutions in float as 2-D convolutions (onnxruntime's blocked kernels)
-and takes its sine source's starting phase, so it can render a sentence in two windows that join seamlessly."""
+and takes its sine source's starting phase, so a long sentence can be vocoded in windows whose sines run on."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
 from engine.backends import kokoro_assets
 from engine.backends.espeak import VOICE_NAME as ESPEAK
-from engine.backends.kokoro import DEFAULT_VOICES, SAMPLE_RATE, KokoroBackend, token_runs
+from engine.backends.kokoro import DEFAULT_VOICES, SAMPLE_RATE, WINDOW, KokoroBackend, token_runs, windows
 from engine.backends.kokoro_g2p import g2p_key, phonemize
 from engine.base import EngineError, Voice
 from engine.factory import build_engine
@@ -132,3 +132,33 @@ def test_a_chosen_pack_sounds_unlike_the_default(kokoro):
         return float((spec * np.arange(len(spec))).sum() / spec.sum())
 
     assert centroid(a) > centroid(b) * 1.1  # af_heart (a woman) brighter than am_michael (a man)
+
+
+def test_the_vocoder_windows_cover_a_run_once_and_none_is_short():
+    assert windows(100) == [(0, 100)] and windows(WINDOW * 3 // 2) == [(0, WINDOW * 3 // 2)]
+    for n in (2 * WINDOW, 5 * WINDOW + 7):
+        spans = windows(n)
+        assert spans[0][0] == 0 and spans[-1][1] == n and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        assert all(WINDOW <= b - a <= WINDOW * 3 // 2 for a, b in spans)
+
+
+def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
+    text = ("When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp "
+            "dark and cold, and a small gray bird asleep by the rail.")
+    pieces = list(kokoro.synthesize(text, Voice()))
+    audio = np.concatenate(pieces)
+    assert len(pieces) >= 3
+    jumps = np.abs(np.diff(audio))
+    ordinary = np.percentile(jumps, 99.9)
+    for seam in np.cumsum([len(p) for p in pieces[:-1]]):  # no sample step at a seam beyond the speech's own
+        assert jumps[seam - 240:seam + 240].max() <= 1.5 * ordinary, (seam, jumps[seam - 240:seam + 240].max(), ordinary)
+    # the words as clear as the same run vocoded whole (PocketSphinx: within two words of 29)
+    model, style = kokoro.model, kokoro.model.style("af_heart")
+    tokens = model.tokens(phonemize(text, "en"))
+    row = style[len(tokens)].reshape(1, 256)
+    x, f0 = model.features(tokens, row, 1.0, None)
+    whole = model.vocode(x, f0, row, 0, x.shape[2], None, None)
+    assert len(whole) == len(audio)
+    recognizer = Recognizer()
+    heard = [wer(recognizer, [(text, to16k(a, SAMPLE_RATE))]) for a in (audio, whole)]
+    assert heard[0] <= heard[1] + 2 / 29, heard
