@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import discord
 
 from bot import guild_options
-from bot.dictionary import apply as apply_dictionary
 from bot.config import Settings
 from bot.errors import UserError
 from bot.prefs import PrefsService
@@ -20,10 +19,9 @@ from bot.speech.connection import VoiceConnection
 from bot.speech.connection_state import ConnectionState
 from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
-from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids, speakable_content
-from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
+from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids
+from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, spoken_text
 from bot.speech.speaker import GuildSpeaker, Outcome, QueueFull, Request, Utterance, frames_of
-from bot.speech.text import TextOptions, truncate
 from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
@@ -169,26 +167,11 @@ class SpeechService:
             order.names = await fetch_mentioned_members(order.text, guild)
         order.names.update(await self.prefs.spoken_names(guild.id, mentioned_user_ids(order.text)))  # their choice
         words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
-        text, body = self._spoken(order, gp, words)
+        text, body = spoken_text(order, self.settings, gp, words)
         voice = await self._voice(order)
         if self.languages is not None:
             voice = await self.languages.voice_for(body, voice, order.author.id, gp.language)
         return gp, text, voice
-
-    def _spoken(self, order: SayOrder, gp: GuildPrefs, words: dict[str, str]) -> tuple[str, str]:
-        """(what is spoken, its body without the readout frame)."""
-        s = self.settings
-        # the binding limit: a readout message is cut at the guild's max_length (never above the bot's
-        # own speech.max_text_chars, see guild_options.effective); asked-for speech at the bot's limit
-        limit = gp.max_message_chars if order.kind == "readout" else s.max_text_chars
-        if not order.cut_long and len(order.text) > limit:
-            raise too_long(len(order.text), limit)
-        options = TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers, max_chars=limit)
-        body = apply_dictionary(speakable_content(order.text, order.guild, options, order.names), words)
-        text = truncate(order.frame(body) if order.frame is not None else body, s.max_text_chars)
-        if not text:
-            raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
-        return text, body
 
     async def _place(self, order: SayOrder, gp: GuildPrefs) -> None:
         """Be in a voice channel the order may use, joining the author's when allowed."""
