@@ -11,9 +11,8 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Literal
 
-from bot.config import SpeechSettings
+from bot.config import MORE, SpeechSettings
 from bot.speech.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
-from bot.speech.more import MORE
 from engine.segment import MAX_COMBINING_RUN as MAX_MARKS
 
 DISCORD_MAX_CHARS = 4000  # the longest message Discord sends (Nitro)
