@@ -395,11 +395,11 @@ class GuildSpeaker:
         """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
         share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
         held = time.monotonic()
-        while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
-            buffered_s = src.buffered_frames * FRAME_S
-            need = self.pacer.buffer_needed(self.progress(utt), self.rate(utt.request))
-            if buffered_s >= need:
+        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
+            progress, rate = self.progress(utt), self.rate(utt.request)
+            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate):  # or all of it is made
                 break
+            need = self.pacer.buffer_needed(progress, rate)
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
             await src.wait_buffered(want, PACING_POLL_S)
