@@ -13,7 +13,7 @@ from typing import Literal
 
 from bot.config import MORE, SpeechSettings
 from bot.speech.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
-from engine.segment import MAX_COMBINING_RUN as MAX_MARKS
+from engine.segment import scrub
 
 DISCORD_MAX_CHARS = 4000  # the longest message Discord sends (Nitro)
 CODE_READ_MAX = 30  # inline code up to this long is read; longer is "code"
@@ -95,7 +95,6 @@ _SPACES = re.compile(r"\s+")
 _HOST = re.compile(r"[\w.-]*")
 _PAUSES = ".!?,;:"
 _URL_TAIL = ".,;:!?'\"*_~|"
-_DROPPED = "\ufe0e\ufe0f\u20e3"  # variation selectors, keycap: the base character says it all
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -163,24 +162,10 @@ def _counted(kind: str, n: int) -> str:
 
 
 def _clean(text: str, form: Literal["NFKC", "NFC"] = "NFKC") -> str:
-    """NFKC (fullwidth and styled letters like "𝐡𝐞𝐥𝐥𝐨" become plain ones a voice can read), then drop
-    control, format and private-use characters (keeping newline, tab and the emoji joiner), combining
-    marks past MAX_MARKS on one character, and marks with no letter to sit on."""
-    kept: list[str] = []
-    marks = MAX_MARKS  # at the start, a mark has nothing to sit on
-    for ch in unicodedata.normalize(form, text):
-        category = unicodedata.category(ch)
-        if category[0] == "M":
-            marks += 1
-            if marks > MAX_MARKS or ch in _DROPPED:
-                continue
-        elif category[0] == "C" and ch not in "\n\t\u200d":
-            continue
-        else:
-            marks = MAX_MARKS if ch.isspace() else 0
-            ch = "\n" if category in ("Zl", "Zp") else ch
-        kept.append(ch)
-    return "".join(kept)
+    """The engine's Unicode hygiene (engine.segment.scrub) in its compatibility form (fullwidth and styled
+    letters become plain ones, so markup written with them is read as markup), keeping newline, tab and the
+    emoji joiner, which Discord markup and emoji sequences need."""
+    return scrub(text, form=form, keep="\n\t\u200d")
 
 
 def _sentences(text: str) -> str:
