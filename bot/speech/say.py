@@ -15,8 +15,8 @@ from bot.config import SpeechSettings
 from bot.dictionary import apply as apply_dictionary
 from bot.errors import UserError
 from bot.speech.discord_text import speakable_content
-from bot.speech.speaker import Notify
 from bot.speech.text import TextOptions, truncate
+from bot.speech.utterance import Notify
 from bot.storage.settings_repo import GuildPrefs
 
 

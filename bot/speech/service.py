@@ -21,7 +21,8 @@ from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
 from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids
 from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, spoken_text
-from bot.speech.speaker import GuildSpeaker, Outcome, QueueFull, Request, Utterance, frames_of
+from bot.speech.speaker import GuildSpeaker, frames_of
+from bot.speech.utterance import Outcome, QueueFull, Request, Utterance
 from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
