@@ -131,17 +131,24 @@ def hostile(rng: random.Random, mention_ids: list[int], kind: str | None = None)
 
 
 def spoken(kind: str, text: str, names: dict[int, str]) -> str | None:
-    """What the bot says for `text` sent as `kind` (its own cleanup and limits: readout cuts at the guild's
-    max_length, /say refuses over the bot's limit): the expected rendering, "" for nothing, None: refused."""
-    from bot.config import SpeechSettings
-    from bot.guild_options import BY_FIELD
-    from bot.speech.discord_text import speakable_content
-    from bot.speech.text import TextOptions, truncate
+    """What the bot says for `text` sent as `kind` in a guild with the default settings (bot/speech/say.py
+    spoken_text, as SpeechService.say: readout cut at the guild's max_length, /say refused over the bot's
+    limit): the expected rendering, "" for nothing, None: refused."""
+    from bot import guild_options
+    from bot.config import Settings
+    from bot.speech.say import Reason, Refusal, SayOrder, spoken_text
+    from bot.storage.settings_repo import GuildPrefs
 
-    limit = BY_FIELD["max_message_chars"].default if kind == "readout" else SpeechSettings.max_text_chars
-    if kind == "say" and len(text) > limit:
+    config = Settings()
+    prefs = guild_options.effective(GuildPrefs(guild_id=0), config)
+    order = SayOrder(guild=None, author=None, text=text, kind=kind, cut_long=kind == "readout",  # type: ignore[arg-type]
+                     names=dict(names))  # no guild: mentions are named from `names` alone
+    try:
+        return spoken_text(order, config.speech, prefs)[0]
+    except Refusal as exc:
+        if exc.reason is Reason.EMPTY:
+            return ""
         return None
-    return truncate(speakable_content(text, None, TextOptions(max_chars=limit), names), SpeechSettings.max_text_chars)
 
 
 def expected_texts() -> dict[tuple[str, str], str | None]:

@@ -61,6 +61,7 @@ class PcmLoop(discord.AudioSource):
 
 
 async def run(guilds: int, seconds: float) -> list[Metric]:
+    from bot.speech.discord_internals import connection_state, voice_packet
     from bot.speech.opus import voice_encoder
     from bot.speech.source import StreamingSource
     from demo.sandbox_bot import sandbox_settings, start_bot
@@ -126,14 +127,14 @@ async def run(guilds: int, seconds: float) -> list[Metric]:
                 vc = voice_clients[0]
                 encode = voice_encoder(options, bot.speech.driver.complexity)
                 opus = [encode(f) for f in frames]
-                state = vc._connection
+                state = connection_state(vc)
                 parts = {
                     "opus_encode_as_before": per_frame_us(
                         lambda f, e=discord.opus.Encoder(**options): e.encode(f, 960), frames),
                     "opus_encode_with_complexity": per_frame_us(encode, frames),
                     "dave_encrypt": per_frame_us(state.dave_session.encrypt_opus, opus)
                     if state.dave_session is not None and state.can_encrypt else float("nan"),
-                    "dave_and_transport_encrypt_rtp": per_frame_us(vc._get_voice_packet, opus),
+                    "dave_and_transport_encrypt_rtp": per_frame_us(lambda f: voice_packet(vc, f), opus),
                     "send_audio_packet_all_but_encode": per_frame_us(
                         lambda f: vc.send_audio_packet(f, encode=False), opus),
                 }

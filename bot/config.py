@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from bot.speech.more import MORE
 from conf.loader import DEFAULT_CONFIG, ENV_PREFIX, ConfigError, build, merge_env, read_config
 from engine.backends import BACKENDS
 from engine.settings import EngineSettings
 
 __all__ = ["DEFAULT_CONFIG", "ENV_PREFIX", "ConfigError", "Settings", "load_settings"]
 TOKEN_ENV = "DISCORD_TOKEN"
+MORE = ", and more"  # spoken after text cut at a length limit: the longest utterance is speech.max_text_chars + MORE
 
 
 @dataclass(frozen=True)

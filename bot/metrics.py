@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
     from bot.speech.service import SpeechService
-    from bot.speech.speaker import Outcome, Utterance
+    from bot.speech.utterance import Outcome, Utterance
     from engine.base import Engine
 
 TTFA_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)

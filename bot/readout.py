@@ -17,7 +17,7 @@ from bot.prefs import PrefsService
 from bot.speech.discord_text import speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder
 from bot.speech.service import SpeechService
-from bot.speech.speaker import Outcome, Utterance
+from bot.speech.utterance import Outcome, Utterance
 from bot.speech.text import TextOptions, attachment_kind, attachment_phrase
 
 log = logging.getLogger(__name__)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Literal
 
 # Sentence ends: Latin terminators need a following space (or the end); CJK ones do not.
 _SENTENCE_END = re.compile(r"(?:[.!?…]+[\"'”’)\]]*(?=\s|$)|[。！？]+[」』”’）)]*|\n)")
@@ -13,33 +14,43 @@ _SPACES = re.compile(r"[^\S\n]+")
 _NEWLINES = re.compile(r"\s*\n\s*")
 
 MAX_COMBINING_RUN = 2  # combining marks kept after one base character (zalgo defence)
+_SELECTORS = "\ufe0e\ufe0f\u20e3"  # text/emoji presentation selectors, keycap
+_LINE_BREAKS = str.maketrans("\r\v\f", "\n\n\n")
 # Segment i may be at most first_chars * GROWTH**i long (capped by max_chars). Gentle growth keeps each
 # segment's synthesis short next to the audio before it: with many guilds at once each one's share of
 # the engine is small, and a segment three times the one playing arrived late (bench/e2e.py scale).
 GROWTH = 1.5
 
 
-def clean_text(text: str) -> str:
-    """Strip control/format/unassigned code points, cap combining-mark runs, collapse whitespace."""
-    text = unicodedata.normalize("NFC", text)
-    out: list[str] = []
-    run = 0
-    for ch in text:
-        if ch in "\n\r\t\v\f":
-            out.append("\n" if ch in "\n\r\v\f" else " ")
-            run = 0
-            continue
-        cat = unicodedata.category(ch)
-        if cat[0] == "C":  # Cc, Cf, Cs, Co, Cn
-            continue
-        if cat[0] == "M":
-            run += 1
-            if run > MAX_COMBINING_RUN or not out:
+def scrub(text: str, *, form: Literal["NFC", "NFKC"] = "NFC", keep: str = "\n\t") -> str:
+    """Unicode hygiene, the one definition (the engine's own cleaning, and the bot's before it reads markup).
+
+    `form` normalization (NFKC also makes fullwidth and styled letters like "𝐡𝐞𝐥𝐥𝐨" plain ones a voice can read);
+    line and paragraph separators become newlines; control, format, private-use, surrogate and unassigned code
+    points are dropped, but those in `keep`; combining marks past MAX_COMBINING_RUN on one character, marks with
+    no letter to sit on (at the start, after whitespace), presentation selectors and keycaps (the base character
+    says it all) are dropped."""
+    kept: list[str] = []
+    marks = MAX_COMBINING_RUN  # at the start, a mark has nothing to sit on
+    for ch in unicodedata.normalize(form, text):
+        category = unicodedata.category(ch)
+        if category[0] == "M":
+            marks += 1
+            if marks > MAX_COMBINING_RUN or ch in _SELECTORS:
                 continue
+        elif category[0] == "C" and ch not in keep:
+            continue
         else:
-            run = 0
-        out.append(ch)
-    cleaned = _SPACES.sub(" ", "".join(out))
+            marks = MAX_COMBINING_RUN if ch.isspace() else 0
+            ch = "\n" if category in ("Zl", "Zp") else ch
+        kept.append(ch)
+    return "".join(kept)
+
+
+def clean_text(text: str) -> str:
+    """Text as the engine speaks it: CR, VT and FF as newlines, scrubbed (NFC), runs of spaces and of blank lines
+    collapsed, stripped."""
+    cleaned = _SPACES.sub(" ", scrub(text.translate(_LINE_BREAKS)))
     cleaned = _NEWLINES.sub("\n", cleaned)
     return cleaned.strip()
 

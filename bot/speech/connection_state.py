@@ -23,8 +23,6 @@ class ConnectionState(enum.Enum):
 
 
 LIVE = frozenset({ConnectionState.CONNECTED, ConnectionState.E2EE_READY})  # a voice connection to send on
-SETTLED = frozenset({ConnectionState.CONNECTED, ConnectionState.E2EE_READY, ConnectionState.DISCONNECTED,
-                     ConnectionState.DROPPED})  # nothing is under way that would change it by itself
 
 
 class StateWatch:

@@ -7,7 +7,7 @@ import discord
 from bot.errors import UserError
 from bot.prefs import PrefsService
 from bot.speech.say import Join, SayOrder
-from bot.speech.speaker import Notify
+from bot.speech.utterance import Notify
 
 
 async def message_order(prefs: PrefsService, interaction: discord.Interaction, message: discord.Message, *,

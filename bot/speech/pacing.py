@@ -74,6 +74,7 @@ class Pacer:
         return rest * max(0.0, 1.0 / rate - 1.0) + min(rest, BURST_S) / rate
 
     def may_start(self, p: Progress, buffered_s: float, rate: float) -> bool:
+        """Whether an utterance with `buffered_s` in hand may start playing at `rate`: all of it made, or enough."""
         return p.finished or buffered_s >= self.buffer_needed(p, rate)
 
     def wait(self, ahead: Iterable[Progress], own: Progress, rate: float,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.speech.speaker import Request, Utterance
+    from bot.speech.utterance import Request, Utterance
 
 # a /say longer than this (about 10 s of speech) gives another member's /say a turn at its next sentence
 TURN_CHARS = 150

@@ -1,6 +1,7 @@
 """What "say this" means, for every way of asking (/say, /voice preview, channel readout): where the bot
 speaks, who may make it speak there, what is spoken (cleaned, within the binding limit), in which voice,
-and the guild's queue bound. SpeechService.say carries out a SayOrder; a Refusal says why not."""
+and the guild's queue bound. SpeechService.say carries out a SayOrder; spoken_text is what it says; a Refusal
+says why not."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from dataclasses import dataclass
 
 import discord
 
+from bot.config import SpeechSettings
+from bot.dictionary import apply as apply_dictionary
 from bot.errors import UserError
-from bot.speech.speaker import Notify
+from bot.speech.discord_text import speakable_content
+from bot.speech.text import TextOptions, truncate
+from bot.speech.utterance import Notify
+from bot.storage.settings_repo import GuildPrefs
 
 
 class Join(enum.Enum):
@@ -84,3 +90,23 @@ def check_in_channel(author: discord.Member | discord.User, bot_channel: VocalCh
 
 def too_long(length: int, limit: int) -> Refusal:
     return Refusal(Reason.TOO_LONG, f"That text is too long ({length} characters; the limit is {limit}).")
+
+
+def spoken_text(order: SayOrder, speech: SpeechSettings, prefs: GuildPrefs,
+                words: dict[str, str] | None = None) -> tuple[str, str]:
+    """(what is spoken for `order`, its body without the readout frame), or a Refusal (TOO_LONG, EMPTY).
+
+    The one place text becomes speech, for the bot (SpeechService) and the benches alike: Discord markup in
+    words (mentions named from `order.guild` and `order.names`), the server's dictionary `words`, then the
+    frame. The binding limit: a readout message (`order.cut_long`) is cut at the guild's max_length (`prefs`:
+    the guild's effective GuildPrefs, never above speech.max_text_chars) with a spoken "and more", asked-for
+    speech over the bot's speech.max_text_chars is refused; the framed text is cut at the bot's limit."""
+    limit = prefs.max_message_chars if order.kind == "readout" else speech.max_text_chars
+    if not order.cut_long and len(order.text) > limit:
+        raise too_long(len(order.text), limit)
+    options = TextOptions(emoji=speech.emoji, links=speech.links, read_spoilers=prefs.read_spoilers, max_chars=limit)
+    body = apply_dictionary(speakable_content(order.text, order.guild, options, order.names), words or {})
+    text = truncate(order.frame(body) if order.frame is not None else body, speech.max_text_chars)
+    if not text:
+        raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
+    return text, body

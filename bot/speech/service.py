@@ -1,4 +1,5 @@
-"""SpeechService (bot.speech): one speaker and one voice connection per guild; follows, leaves when alone."""
+"""SpeechService (bot.speech): per guild a voice connection and, once something is said, a speaker playing through
+it (both owned here); follows, leaves when alone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import TYPE_CHECKING
 import discord
 
 from bot import guild_options
-from bot.dictionary import apply as apply_dictionary
 from bot.config import Settings
 from bot.errors import UserError
 from bot.prefs import PrefsService
@@ -20,10 +20,10 @@ from bot.speech.connection import VoiceConnection
 from bot.speech.connection_state import ConnectionState
 from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
-from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids, speakable_content
-from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, too_long
-from bot.speech.speaker import GuildSpeaker, Outcome, QueueFull, Request, Utterance, frames_of
-from bot.speech.text import TextOptions, truncate
+from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids
+from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, spoken_text
+from bot.speech.speaker import GuildSpeaker, frames_of
+from bot.speech.utterance import Outcome, QueueFull, Request, Utterance
 from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ class SpeechService:
         self.voices = voices
         self.dictionary = dictionary
         self.languages = languages
-        self.speakers: dict[int, GuildSpeaker] = {}
+        self.connections: dict[int, VoiceConnection] = {}  # made on a guild's first join or say
+        self.speakers: dict[int, GuildSpeaker] = {}  # made on a guild's first say
         self.pacer = Pacer()  # audio length estimates, shared by every guild's speaker
         s = settings.speech  # one sender for every guild's playback
         self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
@@ -62,13 +63,20 @@ class SpeechService:
         self._alone_checks: dict[int, asyncio.TimerHandle] = {}
         client.add_listener(self._on_voice_state_update, "on_voice_state_update")
 
+    def connection(self, guild_id: int) -> VoiceConnection:
+        """The guild's voice connection (made, not joined, on first use)."""
+        conn = self.connections.get(guild_id)
+        if conn is None:
+            conn = VoiceConnection(self.client, guild_id, on_state=lambda _, now, g=guild_id: self._connection_is(g, now))
+            self.connections[guild_id] = conn
+        return conn
+
     def speaker(self, guild_id: int) -> GuildSpeaker:
         sp = self.speakers.get(guild_id)
         if sp is None:
             s = self.settings
             sp = GuildSpeaker(
-                guild_id, self.engine,
-                VoiceConnection(self.client, guild_id, on_state=lambda _, now, g=guild_id: self._connection_is(g, now)),
+                guild_id, self.engine, self.connection(guild_id),
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
                 pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
@@ -96,27 +104,28 @@ class SpeechService:
                 log.exception("speech listener failed")
 
     def is_connected(self, guild_id: int) -> bool:
-        sp = self.speakers.get(guild_id)
-        return sp is not None and sp.connection.is_connected()
+        conn = self.connections.get(guild_id)
+        return conn is not None and conn.is_connected()
 
     def voice_connections(self) -> int:
         """How many guilds' voice connections are up now."""
-        return sum(sp.connection.is_connected() for sp in self.speakers.values())
+        return sum(conn.is_connected() for conn in self.connections.values())
 
     def voice_channel(self, guild_id: int) -> discord.abc.GuildChannel | None:
-        return self.speaker(guild_id).connection.channel
+        conn = self.connections.get(guild_id)
+        return conn.channel if conn is not None else None
 
     async def join(self, channel: discord.VoiceChannel | discord.StageChannel) -> VoiceConnection:
-        connection = self.speaker(channel.guild.id).connection
+        connection = self.connection(channel.guild.id)
         await connection.join(channel)
         return connection
 
     async def leave(self, guild_id: int) -> bool:
-        sp = self.speakers.get(guild_id)
-        if sp is None:
+        conn = self.connections.get(guild_id)
+        if conn is None:
             return False
-        sp.stop()
-        return await sp.connection.leave()
+        self.stop(guild_id)
+        return await conn.leave()
 
     async def say(self, order: SayOrder) -> Utterance:
         """Queue what the order asks for, or raise a Refusal saying why not (bot/speech/say.py).
@@ -169,26 +178,11 @@ class SpeechService:
             order.names = await fetch_mentioned_members(order.text, guild)
         order.names.update(await self.prefs.spoken_names(guild.id, mentioned_user_ids(order.text)))  # their choice
         words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
-        text, body = self._spoken(order, gp, words)
+        text, body = spoken_text(order, self.settings, gp, words)
         voice = await self._voice(order)
         if self.languages is not None:
             voice = await self.languages.voice_for(body, voice, order.author.id, gp.language, gp.voices)
         return gp, text, voice
-
-    def _spoken(self, order: SayOrder, gp: GuildPrefs, words: dict[str, str]) -> tuple[str, str]:
-        """(what is spoken, its body without the readout frame)."""
-        s = self.settings
-        # the binding limit: a readout message is cut at the guild's max_length (never above the bot's
-        # own speech.max_text_chars, see guild_options.effective); asked-for speech at the bot's limit
-        limit = gp.max_message_chars if order.kind == "readout" else s.max_text_chars
-        if not order.cut_long and len(order.text) > limit:
-            raise too_long(len(order.text), limit)
-        options = TextOptions(emoji=s.emoji, links=s.links, read_spoilers=gp.read_spoilers, max_chars=limit)
-        body = apply_dictionary(speakable_content(order.text, order.guild, options, order.names), words)
-        text = truncate(order.frame(body) if order.frame is not None else body, s.max_text_chars)
-        if not text:
-            raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
-        return text, body
 
     async def _place(self, order: SayOrder, gp: GuildPrefs) -> None:
         """Be in a voice channel the order may use, joining the author's when allowed."""
@@ -249,12 +243,11 @@ class SpeechService:
     async def close(self) -> None:
         for handle in self._alone_checks.values():
             handle.cancel()
-        speakers = list(self.speakers.values())
-        await asyncio.gather(*(sp.close() for sp in speakers), return_exceptions=True)
+        await asyncio.gather(*(sp.close() for sp in self.speakers.values()), return_exceptions=True)
         await asyncio.to_thread(self.driver.close)
-        for sp in speakers:
+        for conn in list(self.connections.values()):
             try:
-                await asyncio.wait_for(sp.connection.leave(), 5)
+                await asyncio.wait_for(conn.leave(), 5)
             except Exception:
                 pass
 
@@ -271,10 +264,10 @@ class SpeechService:
         """Anyone's voice state (the bot's own reaches its VoiceConnection from discord.py): who else is in the call
         decides whether E2EE is expected, and whether the bot is alone."""
         guild_id = member.guild.id
-        sp = self.speakers.get(guild_id)
-        if sp is None:
+        conn = self.connections.get(guild_id)
+        if conn is None:
             return
-        sp.connection.members_changed()
+        conn.members_changed()
         if self.settings.leave_when_alone:
             self._schedule_alone_check(guild_id)
 
@@ -289,8 +282,7 @@ class SpeechService:
 
     async def _leave_if_alone(self, guild_id: int) -> None:
         self._alone_checks.pop(guild_id, None)
-        sp = self.speakers.get(guild_id)
-        channel = sp.connection.channel if sp else None
+        channel = self.voice_channel(guild_id)
         if channel is None:
             return
         if not any(not m.bot for m in channel.members):

@@ -1,102 +1,29 @@
-"""GuildSpeaker: plays one guild's SpeechQueue through the voice driver; the next utterance is synthesized ahead."""
+"""GuildSpeaker: plays one guild's SpeechQueue through the voice driver; the next utterance is synthesized ahead.
+Its requests and utterances are the value types of bot/speech/utterance.py."""
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import math
-import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 
 from bot.aio import cancel_and_wait
-from bot.errors import UserError
 from bot.speech.connection import VoiceConnection
 from bot.speech.driver import End, Track, VoiceDriver
 from bot.speech.pacing import FRAME_S, Pacer, Progress, catch_up_speed
 from bot.speech.queue_policy import SpeechQueue
 from bot.speech.source import StreamingSource
-from engine.base import FRAME_BYTES, AudioChunk, EngineError, Voice
+from bot.speech.utterance import Outcome, QueueFull, Request, Utterance, finish
+from engine.base import FRAME_BYTES, AudioChunk, EngineError
 
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
 PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
-
-
-class Outcome(enum.Enum):
-    PLAYED = "played"
-    SILENT = "silent"  # synthesized to no audio at all (e.g. only a pause): nothing was said
-    SKIPPED = "skipped"  # by /skip or /stop while playing
-    REMOVED = "removed"  # taken out of the queue (/stop, message deleted)
-    STALE = "stale"  # could not start within its start_by (readout's max_delay): skipped to catch up
-    FAILED = "failed"  # synthesis or playback failed; the author was told
-
-
-class QueueFull(UserError):
-    """The guild's queue is at its bound."""
-
-
-Notify = Callable[[str], Awaitable[None]]
-
-
-@dataclass
-class Request:
-    """Something to say in a guild, with the voice already resolved."""
-
-    text: str
-    voice: Voice = field(default_factory=Voice)
-    author_id: int | None = None
-    channel_id: int | None = None  # where it came from
-    message_id: int | None = None  # readout: lets a deleted message leave the queue
-    kind: str = "say"  # say | readout | preview
-    notify: Notify | None = None  # tells the author when their request fails
-    label: str = ""  # short text for /queue
-    created_at: float = field(default_factory=time.monotonic)
-    start_by: float | None = None  # monotonic time after which it is not worth starting (readout's max_delay)
-
-    @property
-    def urgent(self) -> bool:
-        """Asked-for speech (not channel readout): synthesized before readout, in every guild."""
-        return self.kind != "readout"
-    request_id: str = field(default_factory=lambda: secrets.token_hex(4))
-
-
-@dataclass
-class Utterance:
-    request: Request
-    source: StreamingSource | None = None
-    done: asyncio.Future | None = None
-    skipped: bool = False
-    error: str = ""
-    ttfa: float | None = None
-    prerolled: bool = False  # playback was held until the rest would keep ahead of the player
-    held_s: float = 0.0  # how long it was held
-    synth_started: float | None = None
-    synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
-    e2ee_wait_s: float = 0.0  # time held back until the call's E2EE (DAVE) was ready
-    speed_factor: float = 1.0  # made this much faster than asked to catch up (set when its synthesis starts)
-
-    @property
-    def speed(self) -> float:
-        """The speed it is (or will be) made at."""
-        return self.request.voice.speed * self.speed_factor
-
-    @property
-    def audio_seconds(self) -> float:
-        return self.source.frames_written * 0.02 if self.source is not None else 0.0
-
-    @property
-    def outcome(self) -> Outcome | None:
-        return self.done.result() if self.done is not None and self.done.done() else None
-
-
-def _finish(utt: Utterance, outcome: Outcome) -> None:
-    if utt.done is not None and not utt.done.done():
-        utt.done.set_result(outcome)
 
 
 class GuildSpeaker:
@@ -242,7 +169,7 @@ class GuildSpeaker:
     def _drop(self, utt: Utterance) -> None:
         if utt.source is not None:
             utt.source.close()
-        _finish(utt, Outcome.REMOVED)
+        finish(utt, Outcome.REMOVED)
         self._report(utt, Outcome.REMOVED)
 
     def _report(self, utt: Utterance, outcome: Outcome) -> None:
@@ -288,7 +215,7 @@ class GuildSpeaker:
                     late = True
                 if late:
                     self._queue.remove(utt)
-                    _finish(utt, Outcome.STALE)
+                    finish(utt, Outcome.STALE)
                     self._report(utt, Outcome.STALE)
                     continue
             before.append(utt)
@@ -341,7 +268,7 @@ class GuildSpeaker:
                 return utt  # (one that gave way mid-way is never stale: the channel heard its start)
             if utt.source is not None:  # synthesized ahead, but its turn came too late all the same
                 utt.source.close()
-            _finish(utt, Outcome.STALE)
+            finish(utt, Outcome.STALE)
             self._report(utt, Outcome.STALE)
         return None
 
@@ -355,7 +282,7 @@ class GuildSpeaker:
                 self._start_ahead()
                 outcome = await self._play(utt)
             except asyncio.CancelledError:
-                _finish(utt, Outcome.REMOVED)
+                finish(utt, Outcome.REMOVED)
                 raise
             except Exception:
                 log.exception("guild %s: playback of request %s failed", self.guild_id, utt.request.request_id)
@@ -365,7 +292,7 @@ class GuildSpeaker:
             self._queue.played(utt, gave_way=outcome is None)
             if outcome is None:  # gave way: its rest is queued again
                 continue
-            _finish(utt, outcome)
+            finish(utt, outcome)
             self._report(utt, outcome)
 
     async def _fail(self, utt: Utterance, message: str) -> Outcome:
@@ -395,11 +322,11 @@ class GuildSpeaker:
         """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
         share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
         held = time.monotonic()
-        while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
-            buffered_s = src.buffered_frames * FRAME_S
-            need = self.pacer.buffer_needed(self.progress(utt), self.rate(utt.request))
-            if buffered_s >= need:
+        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
+            progress, rate = self.progress(utt), self.rate(utt.request)
+            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate):  # or all of it is made
                 break
+            need = self.pacer.buffer_needed(progress, rate)
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
             await src.wait_buffered(want, PACING_POLL_S)

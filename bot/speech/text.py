@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
+from typing import Literal
 
-from bot.config import SpeechSettings
+from bot.config import MORE, SpeechSettings
 from bot.speech.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
-from bot.speech.more import MORE
-from engine.segment import MAX_COMBINING_RUN as MAX_MARKS
+from engine.segment import scrub
 
 DISCORD_MAX_CHARS = 4000  # the longest message Discord sends (Nitro)
 CODE_READ_MAX = 30  # inline code up to this long is read; longer is "code"
@@ -95,7 +95,6 @@ _SPACES = re.compile(r"\s+")
 _HOST = re.compile(r"[\w.-]*")
 _PAUSES = ".!?,;:"
 _URL_TAIL = ".,;:!?'\"*_~|"
-_DROPPED = "\ufe0e\ufe0f\u20e3"  # variation selectors, keycap: the base character says it all
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -106,7 +105,9 @@ def speakable(content: str, mentions: Mentions = Mentions(), options: TextOption
     """What a voice should say for a message's `content`; "" when there is nothing to say."""
     text = _clean(content[: max(DISCORD_MAX_CHARS, 4 * options.max_chars)])
     text = _Renderer(mentions, options).render(_LINE_MARKERS.sub("", text))
-    text = _sentences(_clean(text))  # again: the edits may have left marks to recompose or cap
+    # Again, NFC only: the edits may have left marks to recompose or cap. Every piece is NFKC already (the
+    # text above, names cleaned by _name, ASCII words), and NFKC of such pieces joined is their NFC.
+    text = _sentences(_clean(text, "NFC"))
     text = _cap_repeats(_SPACE_BEFORE_PUNCT.sub("", text), options.max_repeat)
     # Last line of defence, after every edit that could join characters: no URL and no raw markup.
     text = _LEFTOVER_URL.sub(lambda m: f" {_link_words(m[0], options)} ", text)
@@ -160,25 +161,11 @@ def _counted(kind: str, n: int) -> str:
     return f"{_NUMBERS[n] if n < len(_NUMBERS) else n} {kind}s"
 
 
-def _clean(text: str) -> str:
-    """NFKC (fullwidth and styled letters like "𝐡𝐞𝐥𝐥𝐨" become plain ones a voice can read), then drop
-    control, format and private-use characters (keeping newline, tab and the emoji joiner), combining
-    marks past MAX_MARKS on one character, and marks with no letter to sit on."""
-    kept: list[str] = []
-    marks = MAX_MARKS  # at the start, a mark has nothing to sit on
-    for ch in unicodedata.normalize("NFKC", text):
-        category = unicodedata.category(ch)
-        if category[0] == "M":
-            marks += 1
-            if marks > MAX_MARKS or ch in _DROPPED:
-                continue
-        elif category[0] == "C" and ch not in "\n\t\u200d":
-            continue
-        else:
-            marks = MAX_MARKS if ch.isspace() else 0
-            ch = "\n" if category in ("Zl", "Zp") else ch
-        kept.append(ch)
-    return "".join(kept)
+def _clean(text: str, form: Literal["NFKC", "NFC"] = "NFKC") -> str:
+    """The engine's Unicode hygiene (engine.segment.scrub) in its compatibility form (fullwidth and styled
+    letters become plain ones, so markup written with them is read as markup), keeping newline, tab and the
+    emoji joiner, which Discord markup and emoji sequences need."""
+    return scrub(text, form=form, keep="\n\t\u200d")
 
 
 def _sentences(text: str) -> str:

@@ -11,6 +11,8 @@ from typing import Any
 import discord
 from discord.voice_state import ConnectionFlowState, VoiceConnectionState
 
+from bot.speech.discord_internals import voice_ws_close_code
+
 log = logging.getLogger(__name__)
 
 
@@ -40,7 +42,8 @@ class ObservedVoiceClient(discord.VoiceClient):
     DAVE session's readiness. It does let a VoiceClient subclass (``channel.connect(cls=...)``) choose its connection
     state object (``create_connection_state``) and hook every voice websocket message (the ``hook`` of
     ``VoiceConnectionState``, as voice receive extensions do). Only those are used, with VoiceProtocol's own
-    ``on_voice_state_update`` and ``cleanup``: nothing is patched, and no underscored attribute of discord.py is read.
+    ``on_voice_state_update`` and ``cleanup``: nothing is patched. The one internal read, the voice websocket's
+    close code, is read through bot/speech/discord_internals.py.
     """
 
     def __init__(self, client: discord.Client, channel: discord.abc.Connectable, *, listener: Listener) -> None:
@@ -102,4 +105,4 @@ class _ObservedConnectionState(VoiceConnectionState):
     @property
     def close_code(self) -> int | None:
         """The voice websocket's close code once the voice server (or discord.py) closed it (aiohttp's close_code)."""
-        return getattr(getattr(self.ws, "ws", None), "close_code", None)
+        return voice_ws_close_code(self)

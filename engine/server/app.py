@@ -33,15 +33,17 @@ server refuses to listen beyond loopback. Errors are OpenAI-shaped:
 `{"error": {"message", "type", "param", "code"}}`. Each request's segments are scheduled by the
 engine's fair scheduler keyed by client (its token's fingerprint, else its address), so
 `per_key_limit` is a per-client limit here; at most `max_streams` streams run at once (429 past it).
+
+The pieces: `SpeechServer` (here) holds the routes' handlers; the middlewares are engine/server/middleware.py,
+request bodies engine/server/requests.py, errors errors.py, metrics metrics.py, and a request's voice is
+resolved by the voice store (engine/server/voice_store.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import ipaddress
-import json
 import logging
 import os
 import signal
@@ -49,185 +51,29 @@ import ssl
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engine.base import Engine, EngineError, SynthesisTimeout, TextRejected, Voice
-from engine.encoders import OPUS_RATE, encoder_for
-from engine.server.auth import Tenants, parse_keys, voice_id_for_tenant
+from engine.encoders import encoder_for
+from engine.server import middleware
+from engine.server.auth import Tenants, parse_keys
+from engine.server.errors import ApiError, too_large
+from engine.server.metrics import ServerMetrics
+from engine.server.middleware import TENANT, client_key
+from engine.server.requests import (JSON_OVERHEAD, MODELS, MULTIPART_OVERHEAD, OPENAI_RATE, SpeechRequest,
+                                    body_deadline, parse_json, parse_speech, read_bounded, read_multipart)
 from engine.settings import EngineSettings, ServerSettings
-from engine.server.voice_store import StoredVoice, VoiceStore, VoiceStoreFull, clean_name, content_id, is_voice_id
+from engine.server.voice_store import (VoiceBackendMismatch, VoiceNotFound, VoiceStore, VoiceStoreFull, clean_name,
+                                       upload_id)
 
 log = logging.getLogger(__name__)
 
-OPENAI_RATE = 24_000
-SAMPLE_RATES = (8_000, 16_000, 22_050, 24_000, 44_100, 48_000)
-FORMATS = ("pcm", "wav", "opus")
-MODELS = ("default", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-OPENAI_VOICES = (
-    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
-    "marin", "cedar",
-)
-MIN_SPEED, MAX_SPEED = 0.25, 4.0
-MAX_PITCH = 12.0
-MAX_TRANSCRIPT_BYTES = 8_000
-_JSON_OVERHEAD = 16_384
-_MULTIPART_OVERHEAD = 65_536
-OPEN_PATHS = frozenset({"/healthz"})
-TENANT = web.RequestKey("tenant", str)  # set by the auth middleware on every authenticated request
-
 # A registrar turns an upload (bytes, transcript) into (features for this backend, FLAC of the clip).
 Registrar = Callable[[bytes, str], Awaitable[tuple[bytes, bytes]]]
-
-
-class ApiError(Exception):
-    """An error answered as OpenAI does: status plus {"error": {...}}."""
-
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
-
-    def response(self) -> web.Response:
-        body = {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-        return web.json_response(body, status=self.status)
-
-
-# -- requests -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SpeechRequest:
-    text: str
-    voice: str
-    fmt: str
-    speed: float
-    pitch: float
-    rate: int
-
-
-def _number(body: dict[str, Any], name: str, default: float, low: float, high: float) -> float:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    # a range check alone: it refuses NaN and infinities, and math.isfinite overflows on a 400-digit int
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ApiError(400, f"'{name}' must be a number from {low:g} to {high:g}.", code="invalid_value", param=name)
-    return float(value)
-
-
-def parse_speech(body: Any, engine_name: str, max_chars: int) -> SpeechRequest:
-    """Validate a /v1/audio/speech body (a parsed JSON value); unknown fields are ignored."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
-    model = body.get("model", "default")
-    if not isinstance(model, str) or model not in (*MODELS, engine_name):
-        raise ApiError(404, f"The model {model!r} does not exist; use one of: {', '.join(MODELS)}.",
-                       code="model_not_found", param="model")
-    text = body.get("input")
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "'input' must be a non-empty string.", code="invalid_value", param="input")
-    if len(text) > max_chars:
-        raise ApiError(400, f"'input' is {len(text)} characters; the limit is {max_chars}.",
-                       code="string_above_max_length", param="input")
-    voice = body.get("voice", "default")
-    if isinstance(voice, dict):  # newer clients send {"id": ...} for custom voices
-        voice = voice.get("id")
-    if not isinstance(voice, str) or len(voice) > 200:
-        raise ApiError(400, "'voice' must be a voice name or id.", code="invalid_value", param="voice")
-    fmt = body.get("response_format") or "wav"
-    if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise ApiError(400, f"response_format {fmt!r} is not supported by this server; use one of: {', '.join(FORMATS)}.",
-                       code="unsupported_response_format", param="response_format")
-    if body.get("stream_format") not in (None, "audio"):
-        raise ApiError(400, "Only stream_format 'audio' is supported.", code="invalid_value", param="stream_format")
-    speed = _number(body, "speed", 1.0, MIN_SPEED, MAX_SPEED)
-    pitch = _number(body, "pitch", 0.0, -MAX_PITCH, MAX_PITCH)
-    rate = body.get("sample_rate") or OPENAI_RATE
-    if rate not in SAMPLE_RATES or isinstance(rate, bool):
-        raise ApiError(400, f"'sample_rate' must be one of {', '.join(map(str, SAMPLE_RATES))}.",
-                       code="invalid_value", param="sample_rate")
-    return SpeechRequest(text, voice.strip(), fmt, speed, pitch, OPUS_RATE if fmt == "opus" else int(rate))
-
-
-async def _read_bounded(request: web.Request, limit: int, timeout_s: float) -> bytes:
-    if request.content_length is not None and request.content_length > limit:
-        raise _too_large(limit)
-    out = bytearray()
-    async with _body_deadline(timeout_s):
-        while True:
-            chunk = await request.content.read(65_536)
-            if not chunk:
-                return bytes(out)
-            out += chunk
-            if len(out) > limit:
-                raise _too_large(limit)
-
-
-@contextlib.asynccontextmanager
-async def _body_deadline(timeout_s: float) -> AsyncIterator[None]:
-    """The request body must arrive within `timeout_s` (408 otherwise)."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            yield
-    except TimeoutError:
-        raise ApiError(408, f"The request body did not arrive within {timeout_s:g} s.", code="request_timeout") from None
-
-
-def _too_large(limit: int) -> ApiError:
-    return ApiError(413, f"The request body is larger than {limit} bytes.", code="request_too_large")
-
-
-# -- the app ------------------------------------------------------------------------------------------
-
-
-class _Metrics:
-    def __init__(self, engine: Engine) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = Counter("engine_server_requests", "HTTP requests by route and status",
-                                ("route", "status"), registry=self.registry)
-        self.errors = Counter("engine_server_errors", "Failed requests by error code", ("code",), registry=self.registry)
-        self.ttfa = Histogram("engine_server_ttfa_seconds", "Request start to first audio byte written",
-                              buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0),
-                              registry=self.registry)
-        self.active = Gauge("engine_server_active_streams", "Speech responses being streamed", registry=self.registry)
-        self.audio = Counter("engine_server_audio_seconds", "Audio seconds sent", registry=self.registry)
-        self.registry.register(_EngineCollector(engine))
-
-
-class _EngineCollector:
-    """The engine's running totals and its scheduler's state (Engine.stats()), read at scrape time."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def collect(self) -> Any:
-        totals = asdict(self.engine.stats())
-        running, waiting = totals.pop("running"), totals.pop("waiting")
-        totals.pop("sessions")  # for soaks, in /v1/status
-        for name, value in totals.items():
-            yield GaugeMetricFamily(f"engine_{name}", f"Engine counter {name}", value=float(value))
-        yield GaugeMetricFamily("engine_scheduler_running", "Segments synthesizing now", value=running)
-        yield GaugeMetricFamily("engine_scheduler_waiting", "Segments waiting for a slot", value=waiting)
-
-
-def _bearer(request: web.Request) -> str | None:
-    auth = request.headers.get("Authorization", "")
-    scheme, _, token = auth.partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
-
-
-def client_key(request: web.Request) -> str:
-    """The scheduler key of a request: its token's fingerprint, else the peer address."""
-    token = _bearer(request)
-    if token:
-        return "key:" + hashlib.sha256(token.encode()).hexdigest()[:12]
-    return "addr:" + (request.remote or "unknown")
 
 
 def api_keys_from_env(settings: ServerSettings) -> str | None:
@@ -246,118 +92,61 @@ def registrar_for(engine: Engine, settings: ServerSettings) -> Registrar:
     return register
 
 
-def create_app(
-    engine: Engine,
-    settings: ServerSettings,
-    *,
-    api_key: str | None,
-    voice_store: VoiceStore | None = None,
-    registrar: Registrar | None = None,
-    max_streams: int = 64,
-) -> web.Application:
-    """The server's aiohttp app over a running engine (the caller owns and closes the engine)."""
-    tenants = Tenants(parse_keys(api_key, settings.api_key_env))
-    store = voice_store if voice_store is not None else VoiceStore()
-    register = registrar or registrar_for(engine, settings)
-    metrics = _Metrics(engine)
-    info = engine.info
-    max_chars = settings.max_input_chars
-    speakers = info.voices[1:] if len(info.voices) > 1 else ()
-    registering = asyncio.Semaphore(1)  # registration is CPU-heavy: one at a time
-    active = 0
+class SpeechServer:
+    """The routes' handlers over a running engine (the caller owns and closes it), its voices and its registrar."""
 
-    @web.middleware
-    async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
-        route = request.match_info.route.resource.canonical if request.match_info.route.resource else "other"
-        try:
-            resp = await handler(request)
-        except ApiError as exc:
-            resp = exc.response()
-            metrics.errors.labels(exc.code or exc.type).inc()
-        except web.HTTPException as exc:
-            if exc.status == 413:
-                err = _too_large(settings.max_upload_bytes + _MULTIPART_OVERHEAD)
-            else:
-                err = ApiError(exc.status, exc.reason, code=str(exc.status))
-            resp = err.response()
-            metrics.errors.labels(err.code).inc()
-        except ConnectionError as exc:  # the client hung up while sending: one line, no traceback
-            log.info("client %s went away during %s %s (%s)", request.remote, request.method, request.path,
-                     type(exc).__name__)
-            metrics.errors.labels("client_gone").inc()
-            resp = web.Response(status=499)  # nginx's "client closed request"; nobody reads it
-        except Exception:  # a bug before any byte was sent: still an OpenAI-shaped 500
-            log.exception("request %s %s failed", request.method, request.path)
-            resp = ApiError(500, "The voice server failed; see its log.", type="server_error", code="internal_error").response()
-            metrics.errors.labels("internal_error").inc()
-        metrics.requests.labels(route, str(resp.status)).inc()
-        return resp
+    def __init__(self, engine: Engine, settings: ServerSettings, *, voice_store: VoiceStore, registrar: Registrar,
+                 max_streams: int) -> None:
+        self.engine, self.settings, self.store, self.register = engine, settings, voice_store, registrar
+        self.info = engine.info
+        self.max_streams = max_streams
+        self.metrics = ServerMetrics(engine)
+        self.active = 0  # speech responses being streamed
+        self._registering = asyncio.Semaphore(1)  # registration is CPU-heavy: one at a time
 
-    @web.middleware
-    async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path not in OPEN_PATHS:
-            tenant = tenants.tenant_of(_bearer(request))
-            if tenant is None:
-                raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",
-                               code="invalid_api_key")
-            request[TENANT] = tenant
-        return await handler(request)
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/audio/speech", self.speech)
+        app.router.add_get("/v1/voices", self.list_voices)
+        app.router.add_post("/v1/voices", self.add_voice)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/v1/status", self.status)
+        app.router.add_get("/metrics", self.metrics_route)
 
-    def resolve_voice(req: SpeechRequest, tenant: str) -> Voice:
-        name = req.voice
-        if name in ("", "default"):
-            return Voice(speed=req.speed, pitch=req.pitch)
-        if is_voice_id(name):
-            stored: StoredVoice | None = store.get(name)
-            if stored is None or not stored.visible_to(tenant):
-                raise ApiError(404, f"No voice with id {name!r} is registered here; upload its clip to POST /v1/voices "
-                               "(the same clip and transcript give the same id).", code="voice_not_found", param="voice")
-            if stored.profile.backend != info.name:
-                raise ApiError(400, f"Voice {name!r} was registered for the {stored.profile.backend} backend; register it again.",
-                               code="voice_backend_mismatch", param="voice")
-            return Voice(name="default", speed=req.speed, pitch=req.pitch, profile=stored.profile)
-        if name in info.voices:
-            return Voice(name=name, speed=req.speed, pitch=req.pitch)
-        if name.lower() in OPENAI_VOICES:
-            builtin = speakers[OPENAI_VOICES.index(name.lower()) % len(speakers)] if speakers else "default"
-            return Voice(name=builtin, speed=req.speed, pitch=req.pitch)
-        raise ApiError(404, f"The voice {name!r} does not exist; see GET /v1/voices.", code="voice_not_found", param="voice")
+    # -- speech -------------------------------------------------------------------------------------------
 
-    async def speech(request: web.Request) -> web.StreamResponse:
-        nonlocal active
+    async def speech(self, request: web.Request) -> web.StreamResponse:
         t0 = time.perf_counter()
-        raw = await _read_bounded(request, _JSON_OVERHEAD + 12 * max_chars, settings.body_timeout_s)
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "The request body is not valid JSON.", code="invalid_json") from None
-        req = parse_speech(body, info.name, max_chars)
-        voice = resolve_voice(req, request[TENANT])
-        if active >= max_streams:
+        max_chars = self.settings.max_input_chars
+        raw = await read_bounded(request, JSON_OVERHEAD + 12 * max_chars, self.settings.body_timeout_s)
+        req = parse_speech(parse_json(raw), self.info.name, max_chars)
+        voice = self._voice(req, request[TENANT])
+        if self.active >= self.max_streams:
             raise ApiError(429, "The voice server is busy; try again shortly.", type="rate_limit_error", code="server_busy")
-        active += 1
-        metrics.active.inc()
+        self.active += 1
+        self.metrics.active.inc()
         encoder = encoder_for(req.fmt, req.rate)
-        chunks = engine.stream(req.text, voice, key=client_key(request), rate=req.rate, channels=1)
+        chunks = self.engine.stream(req.text, voice, key=client_key(request), rate=req.rate, channels=1)
         try:
-            return await _stream(request, chunks, encoder, req, t0)
+            return await self._stream(request, chunks, encoder, req, t0)
         finally:
             await chunks.aclose()
             if hasattr(encoder, "close"):
                 encoder.close()
-            active -= 1
-            metrics.active.dec()
+            self.active -= 1
+            self.metrics.active.dec()
 
-    async def _stream(request: web.Request, chunks: AsyncIterator[Any], encoder: Any, req: SpeechRequest,
-                      t0: float) -> web.StreamResponse:
+    def _voice(self, req: SpeechRequest, tenant: str) -> Voice:
         try:
-            first = await chunks.__anext__()
-        except TextRejected as exc:
-            raise ApiError(400, str(exc), code="invalid_input", param="input") from exc
-        except SynthesisTimeout as exc:
-            raise ApiError(500, str(exc), type="server_error", code="synthesis_timeout") from exc
-        except EngineError as exc:
-            raise ApiError(500, str(exc), type="server_error", code="engine_error") from exc
+            return self.store.voice_for(req.voice, tenant, self.info, speed=req.speed, pitch=req.pitch)
+        except VoiceNotFound as exc:
+            raise ApiError(404, str(exc), code="voice_not_found", param="voice") from None
+        except VoiceBackendMismatch as exc:
+            raise ApiError(400, str(exc), code="voice_backend_mismatch", param="voice") from None
+
+    async def _stream(self, request: web.Request, chunks: AsyncIterator[Any], encoder: Any, req: SpeechRequest,
+                      t0: float) -> web.StreamResponse:
+        first = await _first_chunk(chunks)  # errors before any byte are OpenAI-shaped answers
         resp = web.StreamResponse(headers={
             "Content-Type": encoder.content_type,
             "X-Sample-Rate": str(encoder.rate),
@@ -370,147 +159,140 @@ def create_app(
         sent = 0.0
 
         async def send(data: bytes) -> None:  # a client that stops reading is dropped, not waited for
-            async with asyncio.timeout(settings.write_timeout_s):
+            async with asyncio.timeout(self.settings.write_timeout_s):
                 await resp.write(data)
 
         try:
             await send(encoder.header() + await encoder.encode(first.pcm))
-            metrics.ttfa.observe(time.perf_counter() - t0)
+            self.metrics.ttfa.observe(time.perf_counter() - t0)
             sent += first.duration
             async for chunk in chunks:
                 await send(await encoder.encode(chunk.pcm))
                 sent += chunk.duration
             await send(await encoder.finish())
             await resp.write_eof()
-        except ConnectionError:
+        except Exception as exc:
+            self._broken_stream(request, exc)
+        finally:
+            self.metrics.audio.inc(sent)
+        return resp
+
+    def _broken_stream(self, request: web.Request, exc: Exception) -> None:
+        """A stream that failed once its headers were out: the client gone, too slow, or synthesis failed."""
+        if isinstance(exc, ConnectionError):
             log.debug("client went away mid-stream")
-        except TimeoutError:
-            log.info("client %s read nothing for %g s: dropped", request.remote, settings.write_timeout_s)
-            metrics.errors.labels("write_timeout").inc()
-            if request.transport is not None:
-                request.transport.close()
-        except Exception as exc:  # headers are out: break the chunked body so the client sees a failure
+            return
+        if isinstance(exc, TimeoutError):
+            log.info("client %s read nothing for %g s: dropped", request.remote, self.settings.write_timeout_s)
+            self.metrics.errors.labels("write_timeout").inc()
+        else:  # break the chunked body so the client sees a failure
             if isinstance(exc, EngineError):
                 log.warning("speech failed mid-stream: %s", exc)
             else:
-                log.exception("speech failed mid-stream")
-            metrics.errors.labels("midstream").inc()
-            if request.transport is not None:
-                request.transport.close()
-        finally:
-            metrics.audio.inc(sent)
-        return resp
+                log.exception("speech failed mid-stream", exc_info=exc)
+            self.metrics.errors.labels("midstream").inc()
+        if request.transport is not None:
+            request.transport.close()
 
-    def known_voice(data: bytes, transcript: str, tenant: str) -> StoredVoice | None:
-        """The stored voice an upload would register, if this tenant has it for this backend (blocking)."""
-        from engine.voices.clip import load_clip, to_flac
-        from engine.voices.registration import clean_transcript
+    # -- voices -------------------------------------------------------------------------------------------
 
-        try:
-            flac = to_flac(load_clip(data, max_bytes=settings.max_upload_bytes))
-            vid = voice_id_for_tenant(content_id(flac, clean_transcript(transcript)), tenant)
-        except EngineError:
-            return None  # the registration says what is wrong with it
-        stored = store.get(vid)
-        if stored is None or stored.owner != tenant or stored.profile.backend_version != info.version:
-            return None
-        return stored
+    async def list_voices(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [v.public() for v in self.store.list(request[TENANT])]})
 
-    async def list_voices(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [v.public() for v in store.list(request[TENANT])]})
-
-    async def add_voice(request: web.Request) -> web.Response:
-        limit = settings.max_upload_bytes + _MULTIPART_OVERHEAD
-        if request.content_length is not None and request.content_length > limit:
-            raise _too_large(limit)
-        if not request.content_type.startswith("multipart/"):
-            raise ApiError(400, "Send the clip as multipart/form-data with fields file, name and transcript.",
-                           code="invalid_upload")
-        async with _body_deadline(settings.body_timeout_s):
-            fields = await _read_multipart(request, settings.max_upload_bytes, limit, settings.max_upload_parts)
+    async def add_voice(self, request: web.Request) -> web.Response:
+        fields = await self._upload(request)
         data = fields.get("file")
         if not data:
             raise ApiError(400, "The upload has no 'file' field (the reference clip).", code="invalid_upload", param="file")
         name = clean_name(fields.get("name", b"").decode("utf-8", "replace"))
         transcript = fields.get("transcript", b"").decode("utf-8", "replace")
-        async with registering:
-            known = await asyncio.to_thread(known_voice, data, transcript, request[TENANT])
+        tenant = request[TENANT]
+        async with self._registering:
+            known = await asyncio.to_thread(self.store.find_upload, data, transcript, tenant, self.info.version,
+                                            max_bytes=self.settings.max_upload_bytes)
             if known is not None:  # a client giving this server a voice it already holds: no work again
                 return web.json_response(known.public())
             try:
-                features, flac = await register(data, transcript)
+                features, flac = await self.register(data, transcript)
             except EngineError as exc:  # ClipRejected, TextRejected: the message says what to do
                 raise ApiError(400, str(exc), code="invalid_clip", param="file") from exc
             from engine.voices.registration import clean_transcript
 
-            tenant, transcript = request[TENANT], clean_transcript(transcript)
+            transcript = clean_transcript(transcript)
             try:
                 stored = await asyncio.to_thread(  # the id is the content's: the same upload is the same voice anywhere
-                    store.add, voice_id_for_tenant(content_id(flac, transcript), tenant), name, backend=info.name,
-                    backend_version=info.version, features=features, transcript=transcript, clip_flac=flac,
+                    self.store.add, upload_id(flac, transcript, tenant), name, backend=self.info.name,
+                    backend_version=self.info.version, features=features, transcript=transcript, clip_flac=flac,
                     owner=tenant)
             except VoiceStoreFull as exc:
                 raise ApiError(507, str(exc), type="server_error", code="voice_store_full") from exc
         return web.json_response(stored.public())
 
-    async def healthz(request: web.Request) -> web.Response:  # no auth: says nothing about the server
+    async def _upload(self, request: web.Request) -> dict[str, bytes]:
+        """An upload's fields, read within the upload limits and the body deadline."""
+        limit = self.settings.max_upload_bytes + MULTIPART_OVERHEAD
+        if request.content_length is not None and request.content_length > limit:
+            raise too_large(limit)
+        if not request.content_type.startswith("multipart/"):
+            raise ApiError(400, "Send the clip as multipart/form-data with fields file, name and transcript.",
+                           code="invalid_upload")
+        async with body_deadline(self.settings.body_timeout_s):
+            return await read_multipart(request, self.settings.max_upload_bytes, limit, self.settings.max_upload_parts)
+
+    # -- about the server ---------------------------------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.Response:  # no auth: says nothing about the server
         return web.json_response({"status": "ok"})
 
-    async def status(request: web.Request) -> web.Response:
+    async def status(self, request: web.Request) -> web.Response:
+        info = self.info
         return web.json_response({
             "status": "ok", "backend": info.name, "version": info.version, "sample_rate": info.sample_rate,
             "clones": info.clones, "voices": list(info.voices), "languages": list(info.languages),
-            "pcm_rate": OPENAI_RATE, "registered_voices": len(store),
-            "active_streams": active, "sessions": engine.stats().sessions,  # for soaks
+            "pcm_rate": OPENAI_RATE, "registered_voices": len(self.store),
+            "active_streams": self.active, "sessions": self.engine.stats().sessions,  # for soaks
         })
 
-    async def metrics_route(request: web.Request) -> web.Response:
-        resp = web.Response(body=generate_latest(metrics.registry))
+    async def metrics_route(self, request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(self.metrics.registry))
         resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         return resp
 
-    async def models(request: web.Request) -> web.Response:
+    async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "voicebot"} for m in MODELS]})
 
-    app = web.Application(middlewares=[errors, auth], client_max_size=settings.max_upload_bytes + _MULTIPART_OVERHEAD)
-    app.router.add_post("/v1/audio/speech", speech)
-    app.router.add_get("/v1/voices", list_voices)
-    app.router.add_post("/v1/voices", add_voice)
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/v1/status", status)
-    app.router.add_get("/metrics", metrics_route)
-    return app
 
-
-async def _read_multipart(request: web.Request, max_file: int, max_total: int, max_parts: int) -> dict[str, bytes]:
-    """The known fields of an upload. Every byte read counts toward `max_total`, unknown and repeated
-    parts included (they are read and dropped), and at most `max_parts` parts are read: 413 past either."""
-    fields: dict[str, bytes] = {}
-    total = parts = 0
+async def _first_chunk(chunks: AsyncIterator[Any]) -> Any:
+    """The stream's first chunk; an engine error before it is an ApiError (nothing is sent yet)."""
     try:
-        reader = await request.multipart()
-        while (part := await reader.next()) is not None:
-            parts += 1
-            if parts > max_parts:
-                raise ApiError(413, f"The upload has more than {max_parts} parts.", code="request_too_large")
-            name = getattr(part, "name", None)
-            keep = name in ("file", "name", "transcript") and name not in fields
-            limit = max_file if name == "file" else MAX_TRANSCRIPT_BYTES
-            buf = bytearray()
-            while chunk := await part.read_chunk(65_536):  # type: ignore[union-attr]
-                total += len(chunk)
-                if total > max_total:
-                    raise _too_large(max_total)
-                if keep:
-                    buf += chunk
-                    if len(buf) > limit:
-                        raise ApiError(413, f"The '{name}' field is larger than {limit} bytes.", code="request_too_large", param=name)
-            if keep:
-                fields[str(name)] = bytes(buf)
-    except (ValueError, AssertionError) as exc:
-        raise ApiError(400, "The multipart body is malformed.", code="invalid_upload") from exc
-    return fields
+        return await chunks.__anext__()
+    except TextRejected as exc:
+        raise ApiError(400, str(exc), code="invalid_input", param="input") from exc
+    except SynthesisTimeout as exc:
+        raise ApiError(500, str(exc), type="server_error", code="synthesis_timeout") from exc
+    except EngineError as exc:
+        raise ApiError(500, str(exc), type="server_error", code="engine_error") from exc
+
+
+def create_app(
+    engine: Engine,
+    settings: ServerSettings,
+    *,
+    api_key: str | None,
+    voice_store: VoiceStore | None = None,
+    registrar: Registrar | None = None,
+    max_streams: int = 64,
+) -> web.Application:
+    """The server's aiohttp app over a running engine (the caller owns and closes the engine)."""
+    server = SpeechServer(engine, settings, voice_store=voice_store if voice_store is not None else VoiceStore(),
+                          registrar=registrar or registrar_for(engine, settings), max_streams=max_streams)
+    upload_limit = settings.max_upload_bytes + MULTIPART_OVERHEAD
+    app = web.Application(middlewares=[middleware.errors, middleware.auth], client_max_size=upload_limit)
+    app[middleware.METRICS] = server.metrics
+    app[middleware.TENANTS] = Tenants(parse_keys(api_key, settings.api_key_env))
+    app[middleware.UPLOAD_LIMIT] = upload_limit
+    server.add_routes(app)
+    return app
 
 
 # -- running it ---------------------------------------------------------------------------------------

@@ -15,6 +15,10 @@ survives a restart through the `<id>.json` modification time, touched at most ev
 Each voice has an `owner` (the engine server's tenant, "" without API keys) and a `public` flag that
 only the operator sets (`"public": true` in `<id>.json`, or `set_public`): a tenant sees and uses its
 own voices and the public ones. Names are cleaned of control and format characters on the way in.
+
+A speech request's voice is resolved here too (`VoiceStore.voice_for`): "default", a registered id the
+tenant sees, one of the backend's own voices, or an OpenAI voice name (alloy, echo, ...); and an upload the
+tenant already registered is found again (`VoiceStore.find_upload`) rather than registered twice.
 """
 
 from __future__ import annotations
@@ -31,14 +35,19 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.base import EngineError, VoiceProfile
+from engine.base import BackendInfo, EngineError, Voice, VoiceProfile
 from engine.segment import clean_text
+from engine.server.auth import voice_id_for_tenant
 
 log = logging.getLogger(__name__)
 
 _ID_RE = re.compile(r"^v[0-9a-f]{16}$")
 MAX_NAME_CHARS = 100
 TOUCH_EVERY_S = 600.0  # a used voice's <id>.json mtime is refreshed at most this often (LRU order on disk)
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+    "marin", "cedar",
+)
 
 
 def content_id(flac: bytes, transcript: str) -> str:
@@ -54,8 +63,21 @@ def clean_name(name: str) -> str:
     return " ".join(clean_text(name[: 4 * MAX_NAME_CHARS]).split())[:MAX_NAME_CHARS] or "voice"
 
 
+def upload_id(flac: bytes, transcript: str, tenant: str) -> str:
+    """The id of a tenant's upload: its content's id (the trimmed clip and the cleaned transcript) in the tenant."""
+    return voice_id_for_tenant(content_id(flac, transcript), tenant)
+
+
 class VoiceStoreFull(EngineError):
     """The store holds its maximum number of voices and all of them are public (none can be evicted)."""
+
+
+class VoiceNotFound(EngineError):
+    """A speech request names a voice that is neither registered here for its tenant nor one the backend has."""
+
+
+class VoiceBackendMismatch(EngineError):
+    """A speech request names a voice registered for another backend."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +168,45 @@ class VoiceStore:
             except OSError:
                 pass  # the order on disk is a hint; the one in memory is exact
         return voice
+
+    def voice_for(self, name: str, tenant: str, info: BackendInfo, *, speed: float, pitch: float) -> Voice:
+        """The Voice a speech request names for `tenant` on a backend declaring `info`: "default", a registered
+        id it sees, one of the backend's voices, or an OpenAI voice name (on a single-speaker backend the
+        default voice, on a multi-speaker one one of its speakers). VoiceNotFound, VoiceBackendMismatch."""
+        if name in ("", "default"):
+            return Voice(speed=speed, pitch=pitch)
+        if is_voice_id(name):
+            stored = self.get(name)
+            if stored is None or not stored.visible_to(tenant):
+                raise VoiceNotFound(f"No voice with id {name!r} is registered here; upload its clip to POST /v1/voices "
+                                    "(the same clip and transcript give the same id).")
+            if stored.profile.backend != info.name:
+                raise VoiceBackendMismatch(f"Voice {name!r} was registered for the {stored.profile.backend} backend; "
+                                           "register it again.")
+            return Voice(name="default", speed=speed, pitch=pitch, profile=stored.profile)
+        if name in info.voices:
+            return Voice(name=name, speed=speed, pitch=pitch)
+        if name.lower() in OPENAI_VOICES:
+            speakers = info.voices[1:] if len(info.voices) > 1 else ()
+            builtin = speakers[OPENAI_VOICES.index(name.lower()) % len(speakers)] if speakers else "default"
+            return Voice(name=builtin, speed=speed, pitch=pitch)
+        raise VoiceNotFound(f"The voice {name!r} does not exist; see GET /v1/voices.")
+
+    def find_upload(self, data: bytes, transcript: str, tenant: str, backend_version: str, *,
+                    max_bytes: int) -> StoredVoice | None:
+        """The stored voice an upload would register, if this tenant has it for this backend version
+        (blocking: it decodes the clip)."""
+        from engine.voices.clip import load_clip, to_flac
+        from engine.voices.registration import clean_transcript
+
+        try:
+            vid = upload_id(to_flac(load_clip(data, max_bytes=max_bytes)), clean_transcript(transcript), tenant)
+        except EngineError:
+            return None  # the registration says what is wrong with it
+        stored = self.get(vid)
+        if stored is None or stored.owner != tenant or stored.profile.backend_version != backend_version:
+            return None
+        return stored
 
     def list(self, tenant: str | None = None) -> list[StoredVoice]:
         """All voices, or those `tenant` may see (its own and the public ones)."""

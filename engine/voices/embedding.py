@@ -13,7 +13,6 @@ from engine.base import BackendUnavailable
 
 EMBEDDING_RATE = 16_000
 EMBEDDING_DIM = 256
-EMBEDDING_VERSION = "resemblyzer-0.1"
 
 _lock = threading.Lock()
 _encoder = None

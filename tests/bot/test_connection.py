@@ -15,6 +15,7 @@ from bot.errors import UserError
 from bot.speech import connection as connection_module
 from bot.speech.connection import NO_DAVE, VoiceConnection
 from bot.speech.connection_state import ConnectionState as S, StateWatch
+from bot.speech.discord_internals import connection_state
 from bot.speech.voice_client import Kind, ObservedVoiceClient, VoiceEvent
 
 BOT, ALICE = 100, 200
@@ -291,7 +292,7 @@ async def test_observed_voice_client_reports_discord_py_flow_ws_messages_voice_s
     client = discord.Client(intents=discord.Intents.none())
     channel = SimpleNamespace(id=10, guild=SimpleNamespace(id=1), _get_voice_client_key=lambda: (1, "guild_id"))
     vc = ObservedVoiceClient(client, channel, listener=lambda _vc, event: events.append(event))
-    flow = vc._connection  # discord.py's connection state, set the way its own code sets it
+    flow = connection_state(vc)  # discord.py's connection state, set the way its own code sets it
     try:
         flow.state = ConnectionFlowState.connected
         flow.state = ConnectionFlowState.connected  # no change, no event

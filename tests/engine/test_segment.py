@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.segment import MAX_COMBINING_RUN, clean_text, split_segments
+from engine.segment import MAX_COMBINING_RUN, clean_text, scrub, split_segments
 
 _WS = re.compile(r"\s+")
 
@@ -95,3 +95,18 @@ def test_clean_text_strips_controls_caps_zalgo_and_collapses_space() -> None:
     assert len(cleaned) <= 1 + MAX_COMBINING_RUN + 4
     assert clean_text("one\n\n\n  two") == "one\ntwo"
     assert clean_text("\ud800 lone surrogate") == "lone surrogate"
+
+
+def test_scrub_is_the_one_unicode_hygiene() -> None:
+    assert scrub("\uff48\uff49 \U0001d421\U0001d422", form="NFKC") == "hi hi"  # fullwidth and styled letters
+    assert scrub("\uff48\uff49") == "\uff48\uff49"  # NFC keeps them
+    assert scrub("a\u2028b\u2029c\x00\u202e\u200d") == "a\nb\nc"  # separators are lines; controls and format go
+    assert scrub("a\u200d\U0001f600", keep="\u200d") == "a\u200d\U0001f600"
+    assert scrub("\u0301a \u0301b\n\u0301c") == "a b\nc"  # a mark on nothing or on whitespace
+    assert scrub("1\ufe0f\u20e3 \u2764\ufe0f") == "1 \u2764"  # selectors and keycaps: the base says it all
+    assert scrub("z" + "\u0301\u0302\u0303" * 3) == "\u017a\u0302\u0303"  # at most MAX_COMBINING_RUN marks
+
+
+def test_clean_text_drops_marks_that_sit_on_nothing() -> None:
+    assert clean_text("\u0301\u0302 hello \u0301") == "hello"
+    assert clean_text("one\u2028two\r\nthree") == "one\ntwo\nthree"

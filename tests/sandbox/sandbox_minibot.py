@@ -11,6 +11,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.speech.discord_internals import connection_state
+
 FRAME = 3840
 
 
@@ -42,7 +44,8 @@ async def wait_e2ee(vc: discord.VoiceClient, timeout: float = 10.0) -> None:
     someone else is in the channel to hear it."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while (vc._connection.dave_protocol_version and not vc._connection.can_encrypt
+    state = connection_state(vc)
+    while (state.dave_protocol_version and not state.can_encrypt
            and any(m.id != vc.user.id for m in vc.channel.members) and loop.time() < deadline):
         await asyncio.sleep(0.01)
 

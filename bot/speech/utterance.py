@@ -1,0 +1,87 @@
+"""A request to speak and its utterance: the value types of the /say path (what is asked, how it went)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.errors import UserError
+from bot.speech.source import StreamingSource
+from engine.base import Voice
+
+
+class Outcome(enum.Enum):
+    PLAYED = "played"
+    SILENT = "silent"  # synthesized to no audio at all (e.g. only a pause): nothing was said
+    SKIPPED = "skipped"  # by /skip or /stop while playing
+    REMOVED = "removed"  # taken out of the queue (/stop, message deleted)
+    STALE = "stale"  # could not start within its start_by (readout's max_delay): skipped to catch up
+    FAILED = "failed"  # synthesis or playback failed; the author was told
+
+
+class QueueFull(UserError):
+    """The guild's queue is at its bound."""
+
+
+Notify = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class Request:
+    """Something to say in a guild, with the voice already resolved."""
+
+    text: str
+    voice: Voice = field(default_factory=Voice)
+    author_id: int | None = None
+    channel_id: int | None = None  # where it came from
+    message_id: int | None = None  # readout: lets a deleted message leave the queue
+    kind: str = "say"  # say | readout | preview
+    notify: Notify | None = None  # tells the author when their request fails
+    label: str = ""  # short text for /queue
+    created_at: float = field(default_factory=time.monotonic)
+    start_by: float | None = None  # monotonic time after which it is not worth starting (readout's max_delay)
+
+    @property
+    def urgent(self) -> bool:
+        """Asked-for speech (not channel readout): synthesized before readout, in every guild."""
+        return self.kind != "readout"
+    request_id: str = field(default_factory=lambda: secrets.token_hex(4))
+
+
+@dataclass
+class Utterance:
+    request: Request
+    source: StreamingSource | None = None
+    done: asyncio.Future | None = None
+    skipped: bool = False
+    error: str = ""
+    ttfa: float | None = None
+    prerolled: bool = False  # playback was held until the rest would keep ahead of the player
+    held_s: float = 0.0  # how long it was held
+    synth_started: float | None = None
+    synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
+    e2ee_wait_s: float = 0.0  # time held back until the call's E2EE (DAVE) was ready
+    speed_factor: float = 1.0  # made this much faster than asked to catch up (set when its synthesis starts)
+
+    @property
+    def speed(self) -> float:
+        """The speed it is (or will be) made at."""
+        return self.request.voice.speed * self.speed_factor
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.source.frames_written * 0.02 if self.source is not None else 0.0
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.done.result() if self.done is not None and self.done.done() else None
+
+
+def finish(utt: Utterance, outcome: Outcome) -> None:
+    """Settle `utt.done` with its outcome (once)."""
+    if utt.done is not None and not utt.done.done():
+        utt.done.set_result(outcome)
