@@ -72,10 +72,18 @@ def test_one_20000_character_token() -> None:
 
 def test_cjk_punctuation_splits_without_spaces() -> None:
     text = "今天天气很好，我们去公园散步吧。然后我们回家吃饭！你觉得怎么样？" * 4
-    segs = split_segments(text, 20, 40)
+    segs = split_segments(text, 50, 100)  # 20 and 40 hanzi: each says as much as 2.5 Latin letters
     assert segs[0] == "今天天气很好，我们去公园散步吧。"
     assert all(len(s) <= 40 for s in segs)
     assert all(s[-1] in "。！？，" for s in segs[:-1])
+
+
+def test_limits_count_what_a_character_takes_to_say() -> None:
+    japanese = "次の会議は午後三時から始まります。資料を忘れずに持ってきてください。"  # 34 characters, 5 s of speech
+    assert split_segments(japanese, 60, 150)[0] == "次の会議は午後三時から始まります。"
+    english = "The next meeting starts at three. Please bring your notes along."
+    assert split_segments(english, 60, 150)[0] == "The next meeting starts at three."
+    assert split_segments("短い。", 60, 150) == ["短い。"]
 
 
 def test_later_segments_grow_and_prefer_sentence_ends() -> None:
