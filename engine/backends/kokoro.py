@@ -26,9 +26,10 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # The vocoder's windows (KokoroModel.run, windows()), in decoder frames of 12.5 ms. The vocoder normalizes each
 # channel over the whole window, so a short window sounds unlike the same audio vocoded whole: a 0.6 s first window
 # (to be heard sooner) raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences (0.108 with
-# 1.2 s after it, 0.077 only with 0.4 s + 2 s: no sooner than the whole first segment). Windows of 3 s or more
-# cost nothing measurable (0.077, one word in 130) and bound the vocoder's memory.
-WINDOW = 240  # frames (3 s) per window, at most 1.5x (so none is short)
+# 1.2 s after it, 0.077 only with 0.4 s + 2 s: no sooner than the whole first segment); 3 s windows cost 9 errors
+# on four 6 s sentences (17 vs 8); 4 s windows (runs of up to 6 s whole) 1 in 11 sentences (20 vs 19), and they
+# bound the vocoder's memory (the engine after warm-up: 758 MB whole, 529 MB in 3 s windows).
+WINDOW = 320  # frames (4 s) per window, at most 1.5x (so none is short)
 SIDE = 16  # frames a window renders beyond each end (the convolutions' reach)
 CROSSFADE = 480  # samples (20 ms) over which two windows are cross-faded
 RAMP = 12_000  # samples (0.5 s) over which a window's level eases from the one before's back to its own
@@ -88,7 +89,7 @@ class KokoroModel:
     def session(self, name: str) -> object:
         with self._lock:
             if name not in self._sessions:
-                self._sessions[name] = new_session(str(self.files[name]), self.threads)
+                self._sessions[name] = new_session(str(self.files[name]), self.threads, shared_arena=True)
             return self._sessions[name]
 
     def style(self, name: str) -> np.ndarray:

@@ -106,11 +106,33 @@ def run_cancellable(session: Any, feeds: dict[str, Any], cancel: CancelToken | N
         remove()
 
 
-def new_session(model: bytes | str, intra_op_threads: int) -> Any:
-    """An onnxruntime CPU session of `model` (bytes or a path) running `intra_op_threads` threads, sequential."""
+_shared_arena = threading.Lock()
+_arena_made = False
+
+
+def _use_shared_arena(onnxruntime: Any, opts: Any) -> None:
+    """Let the session allocate from one arena of the process (made on first use) instead of its own: sessions
+    that run in turn (Kokoro's features, then its vocoder) reuse the same memory rather than each keeping the
+    largest it ever held (Kokoro's engine after warm-up: ~40 MB less)."""
+    global _arena_made
+    with _shared_arena:
+        if not _arena_made:
+            onnxruntime.create_and_register_allocator(
+                onnxruntime.OrtMemoryInfo("Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                                          onnxruntime.OrtMemType.DEFAULT),
+                onnxruntime.OrtArenaCfg(0, 0, -1, -1))  # no cap, power-of-two growth, default chunks
+            _arena_made = True
+    opts.add_session_config_entry("session.use_env_allocators", "1")
+
+
+def new_session(model: bytes | str, intra_op_threads: int, *, shared_arena: bool = False) -> Any:
+    """An onnxruntime CPU session of `model` (bytes or a path) running `intra_op_threads` threads, sequential;
+    with `shared_arena`, allocating from the process's one arena."""
     import onnxruntime
 
     opts = onnxruntime.SessionOptions()
+    if shared_arena:
+        _use_shared_arena(onnxruntime, opts)
     opts.intra_op_num_threads = intra_op_threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
