@@ -1,29 +1,25 @@
-"""GuildSpeaker: plays one guild's SpeechQueue through the voice driver; the next utterance is synthesized ahead.
-Its requests and utterances are the value types of bot/speech/utterance.py."""
+"""GuildSpeaker: one guild's SpeechQueue, synthesized ahead (the next utterance while one plays) and played in turn
+by its Player (bot/speech/player.py); requests and utterances are the value types of bot/speech/utterance.py."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from bot.aio import cancel_and_wait
 from bot.speech.connection import VoiceConnection
-from bot.speech.driver import End, Track, VoiceDriver
-from bot.speech.pacing import FRAME_S, Pacer, Progress, catch_up_speed
+from bot.speech.driver import VoiceDriver
+from bot.speech.pacing import Pacer, Progress, catch_up_speed
+from bot.speech.player import Player
 from bot.speech.queue_policy import SpeechQueue
 from bot.speech.source import StreamingSource
 from bot.speech.utterance import Outcome, QueueFull, Request, Utterance, finish
-from engine.base import FRAME_BYTES, AudioChunk, EngineError
+from engine.base import FRAME_BYTES, AudioChunk
 
 log = logging.getLogger(__name__)
-FIRST_AUDIO_TIMEOUT_S = 60.0
-PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
-E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
-                  "have heard me. Try again, or use /leave and /join.")
 
 
 class GuildSpeaker:
@@ -54,19 +50,17 @@ class GuildSpeaker:
         self.buffer_frames = buffer_frames
         self.idle_leave_s = idle_leave_s
         self.pacer = pacer or Pacer()
-        self.e2ee_wait_s = e2ee_wait_s
         self.on_utterance = on_utterance
         self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
+        self.player = Player(guild_id, connection, self.driver, self.pacer, rate=self.rate, e2ee_wait_s=e2ee_wait_s)
         self.catch_up = catch_up  # the most speech is sped up while the channel is behind
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
         # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
         self._urgent_slots = asyncio.Semaphore(max(1, per_guild))
         self._queue = SpeechQueue()
         self._wakeup = asyncio.Event()
-        self._track: Track | None = None  # what the driver plays now
         self._task: asyncio.Task | None = None
         self._closed = False
-        self.underruns = 0
 
     # -- public API ----------------------------------------------------------------------------
     def enqueue(self, request: Request, *, limit: int | None = None) -> Utterance:
@@ -92,15 +86,6 @@ class GuildSpeaker:
     def pending(self) -> list[Utterance]:
         return list(self._queue)
 
-    def progress(self, utt: Utterance) -> Progress:
-        src = utt.source
-        return Progress(
-            chars=len(utt.request.text), speed=utt.speed,
-            produced_s=src.frames_written * FRAME_S if src is not None else 0.0,
-            played_s=src.frames_read * FRAME_S if src is not None else 0.0,
-            finished=src is not None and src.finished,
-        )
-
     def rate(self, request: Request | None = None) -> float:
         """Audio seconds per second of synthesis this guild gets now for `request` (its share of the engine)."""
         urgent = request is not None and request.urgent
@@ -109,7 +94,7 @@ class GuildSpeaker:
     def expected_wait(self, request: Request) -> float:
         """Seconds until `request`, queued now, would start playing."""
         utts = self._queue.ahead_of(request)
-        ahead = [self.progress(u) for u in utts]
+        ahead = [u.progress() for u in utts]
         to_boundary = None
         if self._queue.gives_way_to(request):  # what plays now gives way (not heard yet: at once)
             src = self.current.source
@@ -131,8 +116,7 @@ class GuildSpeaker:
         if utt is None:
             return False
         utt.skipped = True
-        if self._track is not None:
-            self._track.stop()  # the driver ends it at its next tick, with the end-of-speech silence
+        self.player.stop()  # the driver ends the track at its next tick, with the end-of-speech silence
         if utt.source is not None:
             utt.source.close()
         return True
@@ -160,6 +144,19 @@ class GuildSpeaker:
         self.stop()
         self._wakeup.set()
         await cancel_and_wait(self._task)
+
+    @property
+    def e2ee_wait_s(self) -> float:
+        """How long an utterance waits for the call's E2EE (the player's)."""
+        return self.player.e2ee_wait_s
+
+    @e2ee_wait_s.setter
+    def e2ee_wait_s(self, seconds: float) -> None:
+        self.player.e2ee_wait_s = seconds
+
+    @property
+    def underruns(self) -> int:
+        return self.player.underruns
 
     @property
     def idle(self) -> bool:
@@ -210,7 +207,7 @@ class GuildSpeaker:
             start_by = utt.request.start_by
             if start_by is not None and utt.source is None and before:  # nothing ahead: nothing to catch up
                 late = now > start_by
-                if not late and now + self.pacer.wait([self.progress(u) for u in before], self.progress(utt),
+                if not late and now + self.pacer.wait([u.progress() for u in before], utt.progress(),
                                                       self.rate()) > start_by:
                     late = True
                 if late:
@@ -231,7 +228,7 @@ class GuildSpeaker:
         if self.catch_up <= 1.0 or utt.request.kind == "preview":
             return 1.0
         others = [u for u in (self.current, *self._queue) if u is not None and u is not utt]
-        backlog = sum(self.pacer.length(p) - p.played_s for p in map(self.progress, others))
+        backlog = sum(self.pacer.length(p) - p.played_s for p in (u.progress() for u in others))
         return catch_up_speed(backlog, self.catch_up)
 
     async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
@@ -280,13 +277,13 @@ class GuildSpeaker:
             self._queue.current = utt
             try:
                 self._start_ahead()
-                outcome = await self._play(utt)
+                outcome = await self.player.play(utt)
             except asyncio.CancelledError:
                 finish(utt, Outcome.REMOVED)
                 raise
             except Exception:
                 log.exception("guild %s: playback of request %s failed", self.guild_id, utt.request.request_id)
-                outcome = await self._fail(utt, "Something went wrong while playing that. Please try again.")
+                outcome = await self.player.fail(utt, "Something went wrong while playing that. Please try again.")
             finally:
                 self._queue.current = None
             self._queue.played(utt, gave_way=outcome is None)
@@ -294,125 +291,6 @@ class GuildSpeaker:
                 continue
             finish(utt, outcome)
             self._report(utt, outcome)
-
-    async def _fail(self, utt: Utterance, message: str) -> Outcome:
-        utt.error = message
-        if utt.request.notify is not None:
-            try:
-                await utt.request.notify(message)
-            except Exception:
-                log.warning("guild %s: could not tell the author of %s: %s", self.guild_id,
-                            utt.request.request_id, message, exc_info=True)
-        return Outcome.FAILED
-
-    def _error_text(self, utt: Utterance, exc: BaseException) -> str:
-        if isinstance(exc, EngineError):
-            return str(exc)
-        log.error("guild %s: synthesis of request %s failed", self.guild_id, utt.request.request_id,
-                  exc_info=(type(exc), exc, exc.__traceback__))
-        return f"I could not synthesize that (ref {utt.request.request_id}). Please try again."
-
-    @staticmethod
-    def _yields(src: StreamingSource) -> bool:
-        """Whether an utterance not yet heard steps back for speech it gives way to (one heard goes on to its
-        boundary)."""
-        return src.giving_way and not src.frames_read
-
-    async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
-        """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
-        share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
-        held = time.monotonic()
-        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
-            progress, rate = self.progress(utt), self.rate(utt.request)
-            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate):  # or all of it is made
-                break
-            need = self.pacer.buffer_needed(progress, rate)
-            utt.prerolled = True
-            want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
-            await src.wait_buffered(want, PACING_POLL_S)
-            await asyncio.sleep(0)  # never spin: the engine's share is looked at again after a pass of the loop
-        utt.held_s = time.monotonic() - held
-
-    async def _play(self, utt: Utterance) -> Outcome | None:
-        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play)."""
-        src = utt.source
-        assert src is not None
-        src.resume()
-        try:
-            await src.wait_started(FIRST_AUDIO_TIMEOUT_S)
-        except TimeoutError:
-            src.close()
-            return await self._fail(utt, "Speech took too long to start; please try again.")
-        if utt.skipped:
-            return Outcome.SKIPPED
-        if self._yields(src):  # asked-for speech came before a word of this was made
-            return None
-        if src.frames_written == 0:
-            if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
-                return await self._fail(utt, self._error_text(utt, src.error))
-            return Outcome.SILENT
-        await self._hold(utt, src)
-        if utt.skipped:
-            return Outcome.SKIPPED
-        if self._yields(src):  # ... or while it was held back to keep ahead of the player
-            return None
-        if not await self.connection.ensure():
-            src.close()
-            return await self._fail(utt, "I'm not in a voice channel here. Use /join first.")
-        # listeners drop audio sent before the call's E2EE is ready: wait for it (bounded), here and mid-utterance
-        held = time.monotonic()
-        if not await self.connection.wait_e2ee(self.e2ee_wait_s):
-            src.close()
-            log.warning("guild %s: E2EE not ready after %.1f s", self.guild_id, self.e2ee_wait_s)
-            return await self._fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s))
-        utt.e2ee_wait_s = time.monotonic() - held
-        if utt.skipped:
-            return Outcome.SKIPPED
-        if self._yields(src):  # asked-for speech came while this was about to start
-            return None
-        try:
-            track = self.driver.play(src, self.connection, hold_limit_s=self.e2ee_wait_s)
-        except Exception as exc:
-            src.close()
-            log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
-            return await self._fail(utt, "I could not play in the voice channel right now. Try again.")
-        self._track = track
-        try:
-            end = await track.done
-        finally:
-            self._track = None
-        utt.e2ee_wait_s += track.held_s
-        if src.first_read_at is not None:
-            utt.ttfa = src.first_read_at - utt.request.created_at
-        return await self._ended(utt, src, track, end)
-
-    async def _ended(self, utt: Utterance, src: StreamingSource, track: Track, end: End) -> Outcome | None:
-        """The outcome of a track that stopped; None when it gave way (the rest is still to play)."""
-        if end is not End.FINISHED:
-            log.info("guild %s: playback of request %s ended: %s after %d of %d frames (held %.1f s)", self.guild_id,
-                     utt.request.request_id, end.value, src.frames_read, src.frames_written, track.held_s)
-        if end is End.FAILED:  # an Opus or encryption failure in the driver
-            src.close()
-            err = track.error
-            log.error("guild %s: the audio player failed on request %s", self.guild_id, utt.request.request_id,
-                      exc_info=(type(err), err, err.__traceback__) if err is not None else None)
-            return await self._fail(utt, f"Playback failed (ref {utt.request.request_id}). Please try again.")
-        if end is End.GAVE_WAY and not utt.skipped and src.error is None:
-            return None
-        self.underruns += src.underruns
-        if utt.skipped:
-            return Outcome.SKIPPED
-        if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
-            return await self._fail(utt, self._error_text(utt, src.error))
-        if end is End.E2EE_TIMEOUT:
-            src.close()
-            return await self._fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s) + " The rest was cut off.")
-        # cut off: the connection dropped (or playback was stopped) before every frame written was sent
-        if end is not End.FINISHED or not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
-            src.close()
-            return await self._fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
-        self.pacer.learn(len(utt.request.text), utt.speed, utt.audio_seconds)
-        return Outcome.PLAYED
 
 
 def frames_of(seconds: float) -> int:

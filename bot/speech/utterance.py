@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.errors import UserError
+from bot.speech.pacing import FRAME_S, Progress
 from bot.speech.source import StreamingSource
 from engine.base import Voice
 
@@ -75,6 +76,16 @@ class Utterance:
     @property
     def audio_seconds(self) -> float:
         return self.source.frames_written * 0.02 if self.source is not None else 0.0
+
+    def progress(self) -> Progress:
+        """How far its synthesis and its playing have come (for pacing)."""
+        src = self.source
+        return Progress(
+            chars=len(self.request.text), speed=self.speed,
+            produced_s=src.frames_written * FRAME_S if src is not None else 0.0,
+            played_s=src.frames_read * FRAME_S if src is not None else 0.0,
+            finished=src is not None and src.finished,
+        )
 
     @property
     def outcome(self) -> Outcome | None:

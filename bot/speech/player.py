@@ -1,0 +1,163 @@
+"""Player: plays one utterance of a guild at a time: waits for its first audio, holds it until the rest keeps ahead
+of the listener, waits for the call's E2EE, hands it to the voice driver and says how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+
+from bot.speech.connection import VoiceConnection
+from bot.speech.driver import End, Track, VoiceDriver
+from bot.speech.pacing import FRAME_S, Pacer
+from bot.speech.source import StreamingSource
+from bot.speech.utterance import Outcome, Request, Utterance
+from engine.base import EngineError
+
+log = logging.getLogger(__name__)
+FIRST_AUDIO_TIMEOUT_S = 60.0
+PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
+E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
+                  "have heard me. Try again, or use /leave and /join.")
+
+
+class Player:
+    """Plays a guild's utterances, one at a time, through its VoiceConnection and the process's voice driver."""
+
+    def __init__(self, guild_id: int, connection: VoiceConnection, driver: VoiceDriver, pacer: Pacer, *,
+                 rate: Callable[[Request], float], e2ee_wait_s: float) -> None:
+        self.guild_id = guild_id
+        self.connection = connection
+        self.driver = driver
+        self.pacer = pacer  # learns each played utterance's length
+        self.rate = rate  # this guild's share of the engine for a request, now
+        self.e2ee_wait_s = e2ee_wait_s
+        self.track: Track | None = None  # what the driver plays now
+        self.underruns = 0
+
+    def stop(self) -> None:
+        """Stop the track playing now, if any (the driver ends it at its next tick)."""
+        if self.track is not None:
+            self.track.stop()
+
+    async def fail(self, utt: Utterance, message: str) -> Outcome:
+        """`utt` failed: the author is told `message` (when they can be)."""
+        utt.error = message
+        if utt.request.notify is not None:
+            try:
+                await utt.request.notify(message)
+            except Exception:
+                log.warning("guild %s: could not tell the author of %s: %s", self.guild_id,
+                            utt.request.request_id, message, exc_info=True)
+        return Outcome.FAILED
+
+    def _error_text(self, utt: Utterance, exc: BaseException) -> str:
+        if isinstance(exc, EngineError):
+            return str(exc)
+        log.error("guild %s: synthesis of request %s failed", self.guild_id, utt.request.request_id,
+                  exc_info=(type(exc), exc, exc.__traceback__))
+        return f"I could not synthesize that (ref {utt.request.request_id}). Please try again."
+
+    @staticmethod
+    def _yields(src: StreamingSource) -> bool:
+        """Whether an utterance not yet heard steps back for speech it gives way to (one heard goes on to its
+        boundary)."""
+        return src.giving_way and not src.frames_read
+
+    async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
+        """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
+        share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
+        held = time.monotonic()
+        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
+            progress, rate = utt.progress(), self.rate(utt.request)
+            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate):  # or all of it is made
+                break
+            need = self.pacer.buffer_needed(progress, rate)
+            utt.prerolled = True
+            want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
+            await src.wait_buffered(want, PACING_POLL_S)
+            await asyncio.sleep(0)  # never spin: the engine's share is looked at again after a pass of the loop
+        utt.held_s = time.monotonic() - held
+
+    async def play(self, utt: Utterance) -> Outcome | None:
+        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play)."""
+        src = utt.source
+        assert src is not None
+        src.resume()
+        try:
+            await src.wait_started(FIRST_AUDIO_TIMEOUT_S)
+        except TimeoutError:
+            src.close()
+            return await self.fail(utt, "Speech took too long to start; please try again.")
+        if utt.skipped:
+            return Outcome.SKIPPED
+        if self._yields(src):  # asked-for speech came before a word of this was made
+            return None
+        if src.frames_written == 0:
+            if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
+                return await self.fail(utt, self._error_text(utt, src.error))
+            return Outcome.SILENT
+        await self._hold(utt, src)
+        if utt.skipped:
+            return Outcome.SKIPPED
+        if self._yields(src):  # ... or while it was held back to keep ahead of the player
+            return None
+        if not await self.connection.ensure():
+            src.close()
+            return await self.fail(utt, "I'm not in a voice channel here. Use /join first.")
+        # listeners drop audio sent before the call's E2EE is ready: wait for it (bounded), here and mid-utterance
+        held = time.monotonic()
+        if not await self.connection.wait_e2ee(self.e2ee_wait_s):
+            src.close()
+            log.warning("guild %s: E2EE not ready after %.1f s", self.guild_id, self.e2ee_wait_s)
+            return await self.fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s))
+        utt.e2ee_wait_s = time.monotonic() - held
+        if utt.skipped:
+            return Outcome.SKIPPED
+        if self._yields(src):  # asked-for speech came while this was about to start
+            return None
+        try:
+            track = self.driver.play(src, self.connection, hold_limit_s=self.e2ee_wait_s)
+        except Exception as exc:
+            src.close()
+            log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
+            return await self.fail(utt, "I could not play in the voice channel right now. Try again.")
+        self.track = track
+        try:
+            end = await track.done
+        finally:
+            self.track = None
+        utt.e2ee_wait_s += track.held_s
+        if src.first_read_at is not None:
+            utt.ttfa = src.first_read_at - utt.request.created_at
+        return await self._ended(utt, src, track, end)
+
+    async def _ended(self, utt: Utterance, src: StreamingSource, track: Track, end: End) -> Outcome | None:
+        """The outcome of a track that stopped; None when it gave way (the rest is still to play)."""
+        if end is not End.FINISHED:
+            log.info("guild %s: playback of request %s ended: %s after %d of %d frames (held %.1f s)", self.guild_id,
+                     utt.request.request_id, end.value, src.frames_read, src.frames_written, track.held_s)
+        if end is End.FAILED:  # an Opus or encryption failure in the driver
+            src.close()
+            err = track.error
+            log.error("guild %s: the audio player failed on request %s", self.guild_id, utt.request.request_id,
+                      exc_info=(type(err), err, err.__traceback__) if err is not None else None)
+            return await self.fail(utt, f"Playback failed (ref {utt.request.request_id}). Please try again.")
+        if end is End.GAVE_WAY and not utt.skipped and src.error is None:
+            return None
+        self.underruns += src.underruns
+        if utt.skipped:
+            return Outcome.SKIPPED
+        if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
+            return await self.fail(utt, self._error_text(utt, src.error))
+        if end is End.E2EE_TIMEOUT:
+            src.close()
+            return await self.fail(utt, E2EE_NOT_READY.format(self.e2ee_wait_s) + " The rest was cut off.")
+        # cut off: the connection dropped (or playback was stopped) before every frame written was sent
+        if end is not End.FINISHED or not src.finished or src.buffered_frames or src.frames_read < src.frames_written:
+            src.close()
+            return await self.fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
+        self.pacer.learn(len(utt.request.text), utt.speed, utt.audio_seconds)
+        return Outcome.PLAYED
