@@ -31,7 +31,7 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # bound the vocoder's memory (the engine after warm-up: 758 MB whole, 529 MB in 3 s windows).
 WINDOW = 320  # frames (4 s) per window, at most 1.5x (so none is short)
 SIDE = 16  # frames a window renders beyond each end (the convolutions' reach)
-CROSSFADE = 480  # samples (20 ms) over which two windows are cross-faded
+CROSSFADE = 2400  # samples (0.1 s) over which two windows are cross-faded (20 ms left a jump: 1.25x the whole run's)
 RAMP = 12_000  # samples (0.5 s) over which a window's level eases from the one before's back to its own
 # the voice pack's first letter: the language it was made for, and its accent in words
 PACK_LANGUAGES = {"a": "en", "b": "en", "e": "es", "f": "fr", "h": "hi", "i": "it", "j": "ja", "p": "pt", "z": "zh"}

@@ -147,7 +147,7 @@ def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
             "dark and cold, and a small gray bird asleep by the rail.")
     pieces = list(kokoro.synthesize(text, Voice()))
     audio = np.concatenate(pieces)
-    assert len(pieces) >= 3
+    assert len(pieces) >= 2
     jumps = np.abs(np.diff(audio))
     ordinary = np.percentile(jumps, 99.9)
     for seam in np.cumsum([len(p) for p in pieces[:-1]]):  # no sample step at a seam beyond the speech's own
