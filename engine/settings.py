@@ -23,7 +23,7 @@ class PiperSettings:
 @dataclass(frozen=True)
 class KokoroSettings:
     assets_dir: str = ""  # the model and voice packs setup installs; empty: inside the Python environment
-    intra_op_threads: int = 0  # onnxruntime threads of the one session the workers share; 0: the usable CPUs
+    intra_op_threads: int = 0  # onnxruntime threads per inference (sessions shared by the workers); 0: the usable CPUs
 
 
 @dataclass(frozen=True)
