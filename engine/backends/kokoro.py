@@ -92,6 +92,11 @@ class KokoroModel:
                 self._sessions[name] = new_session(str(self.files[name]), self.threads, shared_arena=True)
             return self._sessions[name]
 
+    @property
+    def sessions_alive(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
     def style(self, name: str) -> np.ndarray:
         """A voice pack's style rows [510, 256]."""
         with self._lock:
@@ -221,6 +226,14 @@ class KokoroBackend:
             return ("en",)
         code = pack_language(voice.name) if voice.name in self.model.packs else ""
         return (code,) if code else self.info.languages
+
+    @property
+    def sessions_alive(self) -> int:
+        """onnxruntime sessions in existence: Kokoro's (one per part, made on first use) and the registered voices'
+        Piper's."""
+        with self._piper_lock:
+            piper = self._piper.sessions_alive if self._piper is not None else 0
+        return self.model.sessions_alive + piper
 
     # -- registered voices: Piper's voice matching, until they move onto Kokoro -------------------------
 

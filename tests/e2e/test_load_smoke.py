@@ -31,5 +31,6 @@ def test_quick_load_run_loses_nothing_and_prints_every_goal():
         assert int(values[name]) == 0, (name, out)
     summary = out.split("accepted ", 1)[1].splitlines()[0]
     accepted, heard = int(summary.split(":")[0]), int(summary.split("heard ")[1].split(",")[0])
-    assert accepted > 20 and heard >= accepted // 2, out
+    # the quick plan offers 0.7x the engine's measured capacity for 20 s: a dozen items of Kokoro, twenty of Piper
+    assert accepted >= 8 and heard >= accepted // 2, out
     assert out.rstrip().splitlines()[-1].startswith("load: "), out
