@@ -4,7 +4,6 @@ Portuguese and Hindi from one int8 ONNX model and its 54 voice packs, on the CPU
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 from collections.abc import Iterator
 
@@ -18,7 +17,6 @@ from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
 
-log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24_000
 MAX_TOKENS = 510  # the model reads 512 tokens, a pad at each end; a voice pack has a style row per count
@@ -28,7 +26,8 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # (to be heard sooner) raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences (0.108 with
 # 1.2 s after it, 0.077 only with 0.4 s + 2 s: no sooner than the whole first segment); 3 s windows cost 9 errors
 # on four 6 s sentences (17 vs 8); 4 s windows (runs of up to 6 s whole) 1 in 11 sentences (20 vs 19), and they
-# bound the vocoder's memory (the engine after warm-up: 758 MB whole, 529 MB in 3 s windows).
+# bound the vocoder's memory (the engine after warm-up: 758 MB vocoding 150 characters whole, 557 MB in 4 s windows
+# with the shared arena).
 WINDOW = 320  # frames (4 s) per window, at most 1.5x (so none is short)
 SIDE = 16  # frames a window renders beyond each end (the convolutions' reach)
 CROSSFADE = 2400  # samples (0.1 s) over which two windows are cross-faded (20 ms left a jump: 1.25x the whole run's)
