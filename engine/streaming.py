@@ -45,8 +45,10 @@ log = logging.getLogger(__name__)
 _END = object()  # a job's queue sentinel: the segment is complete
 SPEED_WEIGHT = 0.1  # weight of the newest segment in the moving average of synthesis speed
 RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as competing for the engine
-SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it)
-NEEDY_S = 3.0  # a later segment with less audio in hand than this goes before every first segment ...
+SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it) ...
+LEAD_PER_FIRST_CHUNK = 2.0  # ... plus this many times the engine's recent time from a slot to a segment's first
+# chunk (Kokoro's ~1-3 s where Piper's is ~0.1 s: with a fixed lead its later segments came too late under load)
+NEEDY_S = 3.0  # a later segment with less audio in hand than this (plus the same lead) goes before every first ...
 AHEAD_OF_ALL_S = 1e6  # ... by being due this much earlier
 
 
@@ -63,6 +65,11 @@ class EngineCounters:
     audio_seconds: float = 0.0  # audio produced by the backend
     abandoned_now: int = 0  # inference calls still finishing after a timeout or skip
     recent_speed: float = 0.0  # audio seconds per slot second over the last segments (moving average)
+    first_chunk_s: float = 0.0  # seconds from a slot to the segment's first chunk over the last segments (average)
+
+    def first_chunk(self, seconds: float) -> None:
+        """A segment's first chunk came `seconds` after its slot: the moving average of that wait."""
+        self.first_chunk_s += SPEED_WEIGHT * (seconds - self.first_chunk_s) if self.first_chunk_s else seconds
 
     def segment_done(self, slot_seconds: float, audio_seconds: float) -> None:
         self.segments_done += 1
@@ -75,14 +82,14 @@ class EngineCounters:
 
     def snapshot(self) -> dict[str, float]:
         out = asdict(self)
-        del out["recent_speed"]
+        del out["recent_speed"], out["first_chunk_s"]
         return out
 
 
 class _Job:
     """One segment: its slot, its cancel token, the executor call in flight, and its audio queue."""
 
-    __slots__ = ("index", "text", "queue", "token", "grant", "inflight", "task")
+    __slots__ = ("index", "text", "queue", "token", "grant", "inflight", "task", "first_at")
 
     def __init__(self, index: int, text: str) -> None:
         self.index = index
@@ -92,17 +99,19 @@ class _Job:
         self.grant: Grant | None = None
         self.inflight: concurrent.futures.Future[Any] | None = None
         self.task: asyncio.Task[None] | None = None
+        self.first_at: float | None = None  # perf_counter when the backend made its first chunk
 
 
 class _AudioClock:
     """When one stream's audio in hand runs out if it plays from its first chunk on: later segments are due a
     little before that (the scheduler serves the one due first)."""
 
-    __slots__ = ("first", "made_s")
+    __slots__ = ("first", "made_s", "lead")
 
-    def __init__(self) -> None:
+    def __init__(self, lead: Callable[[], float] = lambda: 0.0) -> None:
         self.first: float | None = None  # monotonic time of the first audio handed out
         self.made_s = 0.0
+        self.lead = lead  # seconds a segment needs beyond SEGMENT_LEAD_S before its first audio (the engine's measure)
 
     def add(self, seconds: float) -> None:
         if self.first is None:
@@ -116,9 +125,10 @@ class _AudioClock:
         if self.first is None:
             return math.inf
         runs_dry = self.first + self.made_s
-        if runs_dry - time.monotonic() < NEEDY_S:
-            return runs_dry - SEGMENT_LEAD_S - AHEAD_OF_ALL_S
-        return runs_dry - SEGMENT_LEAD_S
+        lead = SEGMENT_LEAD_S + self.lead()
+        if runs_dry - time.monotonic() < NEEDY_S + self.lead():
+            return runs_dry - lead - AHEAD_OF_ALL_S
+        return runs_dry - lead
 
 
 class _PinnedSegment:
@@ -143,6 +153,8 @@ class _PinnedSegment:
                 if self._job.token.cancelled:
                     break
                 arr = np.asarray(item, dtype=np.float32).reshape(-1)
+                if not produced:
+                    self._job.first_at = time.perf_counter()
                 produced += len(arr)
                 try:
                     self._loop.call_soon_threadsafe(self._job.queue.put_nowait, arr)
@@ -262,7 +274,7 @@ class StreamingEngine:
         jobs = [_Job(i, s) for i, s in enumerate(segments)]
         self.counters.utterances += 1
         done = False
-        clock = _AudioClock()
+        clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s)
         bytes_per_s = rate * channels * 2
 
         def start(i: int) -> None:
@@ -319,6 +331,8 @@ class StreamingEngine:
             if self.trace is not None:
                 self.trace("synthesized", key, job.index)
             self.counters.segment_done(time.perf_counter() - t0, produced / backend.info.sample_rate)
+            if job.first_at is not None:
+                self.counters.first_chunk(job.first_at - t0)
             job.queue.put_nowait(_END)
         except asyncio.CancelledError:
             raise
