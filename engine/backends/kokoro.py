@@ -13,6 +13,7 @@ from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineErro
 from engine.backends import kokoro_assets
 from engine.backends import kokoro_graph as graph
 from engine.backends.kokoro_g2p import g2p_key, phonemize
+from engine.backends.piper import MATCHING_VERSION, WARM_UP_TEXT, intra_op_threads, word_runs
 from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
@@ -40,13 +41,6 @@ GENDERS = {"f": "woman", "m": "man"}  # the pack's second letter
 # the voice each language is spoken in when none is chosen (the packs rated best in Kokoro's own voice list)
 DEFAULT_VOICES = {"en": "af_heart", "ja": "jf_alpha", "zh": "zf_xiaoxiao", "es": "ef_dora", "fr": "ff_siwis",
                   "it": "if_sara", "pt": "pf_dora", "hi": "hf_alpha"}
-# one sentence as long as the engine's longest segment: the session's arena reaches its steady size at start
-WARM_UP_TEXT = (
-    "When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp "
-    "dark and cold, and a small gray bird asleep by the rail."
-)
-
-
 def pack_language(name: str) -> str:
     return PACK_LANGUAGES.get(name[:1], "")
 
@@ -59,15 +53,8 @@ def stock_voice(name: str) -> StockVoice:
 
 
 def token_runs(tokens: list[int], breaks: set[int], limit: int = MAX_TOKENS) -> Iterator[list[int]]:
-    """`tokens` in runs of at most `limit`, each cut after the last break token (punctuation, space) before it."""
-    start = 0
-    while len(tokens) - start > limit:
-        end = start + limit
-        cut = max((i for i in range(start + limit // 2, end) if tokens[i] in breaks), default=end - 1)
-        yield tokens[start:cut + 1]
-        start = cut + 1
-    if start < len(tokens):
-        yield tokens[start:]
+    """`tokens` in runs of at most `limit`, each cut after the last break token (punctuation, space) near its end."""
+    return word_runs(tokens, limit, frozenset(breaks))
 
 
 class KokoroModel:
@@ -194,8 +181,6 @@ class KokoroBackend:
             raise BackendUnavailable("onnxruntime is not installed") from exc
         self.settings = settings or KokoroSettings()
         self.workers = max(1, workers)
-        from engine.backends.piper import MATCHING_VERSION, intra_op_threads
-
         self.model = KokoroModel(self.settings, intra_op_threads(self.settings, 1))
         missing = sorted(set(DEFAULT_VOICES.values()) - set(self.model.packs))
         if missing:
@@ -265,7 +250,8 @@ class KokoroBackend:
         return DEFAULT_VOICES.get(base(voice.language), DEFAULT_VOICES["en"])
 
     def warm_up(self) -> None:
-        """Create the session and run WARM_UP_TEXT: its memory arena grows to a whole segment's now."""
+        """Create the sessions and run Piper's WARM_UP_TEXT (one sentence as long as the engine's longest segment):
+        the memory arena grows to a whole segment's now."""
         for _ in self.synthesize(WARM_UP_TEXT, Voice()):
             pass
 

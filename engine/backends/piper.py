@@ -34,12 +34,13 @@ WARM_UP_TEXT = (
 )
 
 
-def word_runs(phonemes: list[str], limit: int) -> Iterator[list[str]]:
-    """`phonemes` in runs of at most `limit`, cut after a word's space where one is near (else anywhere)."""
+def word_runs(phonemes: list, limit: int, breaks: frozenset = frozenset(" ")) -> Iterator[list]:
+    """`phonemes` in runs of at most `limit`, cut after a word's space (any of `breaks`) where one is near (else
+    anywhere)."""
     start = 0
     while len(phonemes) - start > limit:
         end = start + limit
-        space = max((i for i in range(start + limit // 2, end) if phonemes[i] == " "), default=end - 1)
+        space = max((i for i in range(start + limit // 2, end) if phonemes[i] in breaks), default=end - 1)
         yield phonemes[start:space + 1]
         start = space + 1
     if start < len(phonemes):
