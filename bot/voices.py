@@ -20,7 +20,7 @@ from bot.storage.database import Database
 from bot.stock_voices import StockVoices
 from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
 from bot.user_options import BY_FIELD as USER_OPTIONS, VOICE_DEFAULTS
-from engine.base import Engine, EngineError, Voice, VoiceProfile
+from engine.base import Engine, EngineError, Progress, Voice, VoiceProfile
 
 if TYPE_CHECKING:
     from engine.voices.registration import Registration
@@ -48,6 +48,8 @@ class VoiceService:
         self.prefs = prefs
         self._profiles: collections.OrderedDict[tuple[str, str, str], VoiceProfile | None] = collections.OrderedDict()
         self._session: aiohttp.ClientSession | None = None
+        self._refits: dict[str, asyncio.Task[None]] = {}  # voice id -> its features being derived again
+        self._refit_failed: set[str] = set()  # not tried again by this process
 
     # -- using voices ------------------------------------------------------------------------------
     async def resolve(self, user_id: int, guild_id: int | None, name: str | None = None) -> Voice:
@@ -76,7 +78,9 @@ class VoiceService:
         return Voice(name=voice_id, speed=prefs.speed, pitch=prefs.pitch, profile=profile)
 
     async def profile(self, voice_id: str) -> VoiceProfile | None:
-        """The current backend's features of a voice: an LRU in front of one indexed query."""
+        """The current backend's features of a voice: an LRU in front of one indexed query. A voice stored before
+        a model change is fitted again from its clip in the background (one at a time, by the engine's
+        registrar); meanwhile it speaks with the features it had, where the backend still reads them."""
         info = self.engine.info
         key = (voice_id, info.name, info.version)
         if key in self._profiles:
@@ -87,12 +91,41 @@ class VoiceService:
         if found is not None and found.blob is not None:
             profile = VoiceProfile(voice_id, info.name, info.version, found.blob, found.info.transcript)
         elif found is not None:
-            log.info("voice %s has no %s %s features; deriving them from its clip", voice_id, info.name, info.version)
-            profile = await self._derive(voice_id)
+            profile = await self._earlier(voice_id, found.info.transcript)
+            if voice_id not in self._refits and voice_id not in self._refit_failed:
+                log.info("voice %s has no %s %s features; fitting it again from its clip", voice_id, info.name,
+                         info.version)
+                self._refits[voice_id] = asyncio.create_task(self._refit(voice_id, key))
+        self._remember(key, profile)
+        return profile
+
+    def _remember(self, key: tuple[str, str, str], profile: VoiceProfile | None) -> None:
         self._profiles[key] = profile
+        self._profiles.move_to_end(key)
         while len(self._profiles) > self.settings.cache_size:
             self._profiles.popitem(last=False)
-        return profile
+
+    async def _earlier(self, voice_id: str, transcript: str) -> VoiceProfile | None:
+        """The features an earlier version of this backend (or one whose features it reads) extracted."""
+        from engine.voices.registration import MATCHED_BY_PIPER
+
+        info = self.engine.info
+        readable = MATCHED_BY_PIPER if info.name in MATCHED_BY_PIPER else (info.name,)
+        found = await repo.earlier_features(self.db, voice_id, readable)
+        return None if found is None else VoiceProfile(voice_id, info.name, found[0], found[1], transcript)
+
+    async def _refit(self, voice_id: str, key: tuple[str, str, str]) -> None:
+        try:
+            profile = await self._derive(voice_id)
+        except Exception:  # a refit is best effort; the voice keeps its earlier features
+            log.exception("voice %s: fitting it again failed", voice_id)
+            profile = None
+        finally:
+            self._refits.pop(voice_id, None)
+        if profile is None:
+            self._refit_failed.add(voice_id)
+            return
+        self._remember(key, profile)
 
     async def _derive(self, voice_id: str) -> VoiceProfile | None:
         """Extract the current backend's features from the stored reference clip (after a model change)."""
@@ -111,6 +144,11 @@ class VoiceService:
             return None
         await repo.put_features(self.db, voice_id, info.name, info.version, blob)
         return VoiceProfile(voice_id, info.name, info.version, blob, transcript)
+
+    async def refitted(self) -> None:
+        """Wait for the refits under way (tests, shutdown)."""
+        while self._refits:
+            await asyncio.gather(*self._refits.values(), return_exceptions=True)
 
     async def find_visible(self, user_id: int, guild_id: int | None, name: str) -> VoiceInfo:
         wanted = " ".join(name.split()).lower()
@@ -168,13 +206,15 @@ class VoiceService:
             raise UserError("The download of that file failed or was too slow; please upload it again.") from None
         return bytes(data)
 
-    async def _run_registration(self, data: bytes, transcript: str) -> Registration:
+    async def _run_registration(self, data: bytes, transcript: str, progress: Progress | None = None) -> Registration:
         """The engine checks the clip and its backend derives its own features (for a remote backend: the
         clip is uploaded to the engine server)."""
-        return await self.engine.register(data, transcript, max_bytes=self.settings.max_clip_bytes)
+        return await self.engine.register(data, transcript, max_bytes=self.settings.max_clip_bytes, progress=progress)
 
-    async def register(self, owner_id: int, name: str, data: bytes, transcript: str) -> VoiceInfo:
-        """Check, analyse and store a clip as `owner_id`'s voice `name`: all of it is stored, or nothing."""
+    async def register(self, owner_id: int, name: str, data: bytes, transcript: str,
+                       progress: Progress | None = None) -> VoiceInfo:
+        """Check, analyse and store a clip as `owner_id`'s voice `name`: all of it is stored, or nothing.
+        `progress` is called as the engine's fit goes; the user's voice stays what it was meanwhile."""
         name = check_name(name)
         if await repo.find_owned(self.db, owner_id, name) is not None:
             raise UserError(f"You already have a voice named {name!r}; pick another name or delete it first.")
@@ -182,7 +222,7 @@ class VoiceService:
         if await repo.count_owned(self.db, owner_id) >= self.settings.max_per_user:
             raise UserError(too_many)
         try:
-            reg = await self._run_registration(data, transcript)
+            reg = await self._run_registration(data, transcript, progress)
         except EngineError as exc:
             raise UserError(str(exc)) from None
         try:
@@ -246,5 +286,8 @@ class VoiceService:
         return await repo.share(self.db, info.id, kind, target_id)
 
     async def close(self) -> None:
+        for task in list(self._refits.values()):
+            task.cancel()
+        await asyncio.gather(*self._refits.values(), return_exceptions=True)
         if self._session is not None:
             await self._session.close()

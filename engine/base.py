@@ -140,6 +140,9 @@ class CancelToken:
             hook()
 
 
+Progress = Callable[[float], None]  # how far a long task is, 0.0 to 1.0
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A synthesizer. `synthesize` is blocking and runs in a worker thread; it yields float32 mono
@@ -150,9 +153,11 @@ class Backend(Protocol):
     def synthesize(self, text: str, voice: Voice) -> Iterator[np.ndarray]: ...
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes | None:
         """Features a registered voice keeps for this backend, derived by the backend from the clip (16 kHz
-        mono speech) and, where it helps, the clip's speaker embedding; None when it needs none. Blocking."""
+        mono speech) and, where it helps, the clip's speaker embedding; None when it needs none. Blocking; a
+        backend whose fit is long calls `progress` now and then."""
         ...
 
     def close(self) -> None: ...
@@ -219,8 +224,10 @@ class Engine(Protocol):
         """Load the model and run a tiny synthesis, so the first request is as fast as later ones."""
         ...
 
-    async def register(self, data: bytes, transcript: str, *, max_bytes: int) -> Registration:
-        """Check a reference clip and derive this backend's features of it (the backend decides what)."""
+    async def register(self, data: bytes, transcript: str, *, max_bytes: int,
+                       progress: Progress | None = None) -> Registration:
+        """Check a reference clip and derive this backend's features of it (the backend decides what);
+        `progress` is called on the event loop as the fit goes (by backends whose fit is long)."""
         ...
 
     def capacity(self, key: Hashable, *, urgent: bool = False) -> Capacity:

@@ -27,6 +27,7 @@ from engine.base import (
     Capacity,
     EngineError,
     EngineStats,
+    Progress,
     SynthesisTimeout,
     TextRejected,
     Voice,
@@ -453,10 +454,12 @@ class StreamingEngine:
 
     # -- registration and the view of the load ------------------------------------------------------
 
-    async def register(self, data: bytes, transcript: str, *, max_bytes: int) -> Registration:
-        """Check a reference clip and derive this backend's features from it (Piper: its voice-matching
-        profile; CosyVoice2: its frontend features; remote: the clip uploaded to the engine server).
-        Runs off the loop, one registration at a time (it is CPU-heavy)."""
+    async def register(self, data: bytes, transcript: str, *, max_bytes: int,
+                       progress: Progress | None = None) -> Registration:
+        """Check a reference clip and derive this backend's features from it (Kokoro: a style fitted to it;
+        Piper: its voice-matching profile; CosyVoice2: its frontend features; remote: the clip uploaded to the
+        engine server). Runs off the loop, one registration at a time (it is CPU-heavy); `progress` is called
+        on the loop."""
         from engine.voices.registration import register_clip
 
         if self._closed:
@@ -464,9 +467,11 @@ class StreamingEngine:
         if self._registrar is None:
             self._registrar = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="engine-register")
         loop = asyncio.get_running_loop()
+        on_loop = None if progress is None else (lambda done: loop.call_soon_threadsafe(progress, done))
         return await loop.run_in_executor(
             self._registrar,
-            lambda: register_clip(data, transcript, [self.backend], self.settings, max_bytes=max_bytes),  # type: ignore[list-item]
+            lambda: register_clip(data, transcript, [self.backend], self.settings, max_bytes=max_bytes,  # type: ignore[list-item]
+                                  progress=on_loop),
         )
 
     def capacity(self, key: Hashable, *, urgent: bool = False) -> Capacity:

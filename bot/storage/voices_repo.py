@@ -165,6 +165,16 @@ async def load_features(db: Database, voice_id: str, backend: str, version: str)
     return VoiceFeatures(VoiceInfo(*row[:5]), row[5])
 
 
+async def earlier_features(db: Database, voice_id: str, backends: tuple[str, ...]) -> tuple[str, bytes] | None:
+    """The newest features any version of `backends` extracted from the voice: (version, blob), or None."""
+    query = (select(VoiceFeatureRow.backend_version, VoiceFeatureRow.blob)
+             .where(VoiceFeatureRow.voice_id == voice_id, VoiceFeatureRow.backend.in_(backends))
+             .order_by(VoiceFeatureRow.created_at.desc()).limit(1))
+    async with db.sessions() as session:
+        row = (await session.execute(query)).first()
+    return (row[0], row[1]) if row else None
+
+
 async def load_clip(db: Database, voice_id: str) -> tuple[bytes, str] | None:
     """The reference clip (FLAC) and transcript, to derive features again for a new backend."""
     async with db.sessions() as session:

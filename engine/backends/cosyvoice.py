@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, TextRejected, Voice
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, TextRejected, Voice
 from engine.backends import cosyvoice_default
 from engine.backends.cosyvoice_device import bind_thread, check_device, cuda_index, place
 from engine.settings import CosyVoiceSettings
@@ -441,7 +441,8 @@ class CosyVoiceBackend:
     # -- registration -----------------------------------------------------------------------------
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes | None:
         """Run the zero-shot frontend once on a reference clip and its transcript; the blob to store."""
         transcript = (transcript or "").strip()
         if not transcript:

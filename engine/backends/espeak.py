@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.languages import base
 
 VOICE_NAME = "espeak-ng"  # the name of its voice in the engine (Voice.name); Voice.language picks the language
@@ -121,7 +121,8 @@ class EspeakBackend:
                 yield np.frombuffer(data[:even], dtype="<i2").astype(np.float32) / 32768.0
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes | None:
         """eSpeak NG speaks no registered voice."""
         return None
 

@@ -4,19 +4,24 @@ Portuguese and Hindi from one int8 ONNX model and its 54 voice packs, on the CPU
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Iterator
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, StockVoice, Voice
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, StockVoice, Voice
 from engine.backends import kokoro_assets
 from engine.backends import kokoro_graph as graph
+from engine.backends import kokoro_voice
 from engine.backends.kokoro_g2p import g2p_key, phonemize
-from engine.backends.piper import MATCHING_VERSION, WARM_UP_TEXT, intra_op_threads, word_runs
+from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
+from engine.backends.piper import WARM_UP_TEXT, intra_op_threads, word_runs
 from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
+
+log = logging.getLogger(__name__)
 
 
 SAMPLE_RATE = 24_000
@@ -171,8 +176,9 @@ def _limited(audio: np.ndarray) -> np.ndarray:
 
 class KokoroBackend:
     """Kokoro speaks `Voice.name` (a voice pack, or "default": the pack of `Voice.language`) in the language of
-    `Voice.language` (else the pack's). A registered voice is spoken as today, by voice matching on Piper, which
-    is loaded on the first such voice (its profile is Piper's, stored under this backend's name)."""
+    `Voice.language` (else the pack's). A registered voice is a style fitted to its clip (engine/backends/
+    kokoro_voice.py) and speaks every language. A voice registered before (Piper's voice-matching profile) is
+    still spoken by Piper, loaded on the first such voice, until the bot has fitted it again."""
 
     def __init__(self, settings: KokoroSettings | None = None, workers: int = 1, piper: EngineSettings | None = None) -> None:
         try:
@@ -188,11 +194,15 @@ class KokoroBackend:
         self._piper_settings = piper or EngineSettings()
         self._piper: object | None = None
         self._piper_lock = threading.Lock()
+        self._prints: dict[str, Voiceprint] | None = None
+        self._styles: dict[bytes, np.ndarray] = {}  # a registered voice's rows by its blob (a few dozen kB each)
+        self.style_packs = tuple(n for n in self.model.packs if pack_language(n) == "en")
+        self.fit_stages = "refine"  # how far a registration's fit goes (kokoro_voice.STAGES; bench/voices.py)
         voices = tuple(self.model.packs)
         self.info = BackendInfo(
             name="kokoro",
             version=f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.GRAPH_VERSION}; {kokoro_assets.VOICES_PACKAGE}; "
-                    f"registered voices: piper {MATCHING_VERSION} {self._piper_settings.piper.matching}",
+                    f"registered voices: style fit {kokoro_voice.STYLE_FORMAT}",
             sample_rate=SAMPLE_RATE,
             clones=False,
             voices=voices,
@@ -205,36 +215,93 @@ class KokoroBackend:
         return cls(settings.kokoro, workers=settings.workers, piper=settings)
 
     def voice_languages(self, voice: Voice) -> tuple[str, ...]:
-        """What `voice` speaks: a pack its own language, a registered voice Piper's, "default" every language."""
+        """What `voice` speaks: a pack its own language, an earlier registered voice Piper's, "default" and a
+        fitted voice every language."""
         if voice.profile is not None:
-            return ("en",)
+            return self.info.languages if KokoroStyle.is_style(voice.profile.features) else ("en",)
         code = pack_language(voice.name) if voice.name in self.model.packs else ""
         return (code,) if code else self.info.languages
 
     @property
     def sessions_alive(self) -> int:
-        """onnxruntime sessions in existence: Kokoro's (one per part, made on first use) and the registered voices'
-        Piper's."""
+        """onnxruntime sessions in existence: Kokoro's (one per part, made on first use) and the earlier
+        registered voices' Piper's."""
         with self._piper_lock:
             piper = self._piper.sessions_alive if self._piper is not None else 0
         return self.model.sessions_alive + piper
 
-    # -- registered voices: Piper's voice matching, until they move onto Kokoro -------------------------
+    # -- registered voices -----------------------------------------------------------------------------
+
+    def voiceprints(self) -> dict[str, Voiceprint]:
+        """Each English pack's voiceprint, read from the assets folder, else rendered once and stored there."""
+        with self._piper_lock:
+            if self._prints is not None:
+                return self._prints
+        path = kokoro_assets.folder(self.settings.assets_dir) / kokoro_voice.EMBEDDINGS_FILE
+        prints = kokoro_voice.load_voiceprints(path)
+        if prints is None or set(prints) != set(self.style_packs):
+            prints = {n: Voiceprint.of(self.render(kokoro_voice.CALIBRATION_TEXT, self.model.style(n)))
+                      for n in self.style_packs}
+            try:
+                kokoro_voice.save_voiceprints(path, prints)
+            except OSError as exc:  # a read-only install: they are made again by the next process
+                log.warning("could not store Kokoro's pack voiceprints in %s: %s", path, exc)
+        with self._piper_lock:
+            self._prints = prints
+        return prints
+
+    def render(self, text: str, rows: np.ndarray) -> np.ndarray:
+        """English `text` in the style `rows`, whole, as 16 kHz float32 (what the speaker encoder reads)."""
+        import soxr
+
+        tokens = self.model.tokens(phonemize(text, g2p_key("en")))
+        audio = np.concatenate([a for run in token_runs(tokens, self.model.breaks)
+                                for a in self.model.run(run, rows, 1.0, None)])
+        return soxr.resample(audio, SAMPLE_RATE, kokoro_voice.RATE).astype(np.float32)
+
+    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes:
+        """The clip's style (kokoro_voice.StyleFit): blends of the nearest packs, refined, as a KokoroStyle."""
+        import soxr
+
+        audio16k = soxr.resample(np.asarray(clip, dtype=np.float32), sample_rate, kokoro_voice.RATE) \
+            if sample_rate != kokoro_voice.RATE else np.asarray(clip, dtype=np.float32)
+        prints = self.voiceprints()
+        fit = StyleFit(Voiceprint.of(audio16k, reference_embedding), prints, self.model.style,
+                       lambda rows: self.render(kokoro_voice.FIT_TEXT, rows), progress, stages=self.fit_stages)
+        style = fit.run()
+        log.info("fitted a Kokoro style in %.1f s over %d renders (cosine %.3f): %s", fit.report.seconds,
+                 len(fit.report.tried), fit.report.score, style)
+        return style.to_bytes()
+
+    def style_rows(self, blob: bytes) -> np.ndarray:
+        """A fitted voice's style rows, made from its blob once (StyleError when damaged)."""
+        with self._piper_lock:
+            rows = self._styles.get(blob)
+        if rows is None:
+            style = KokoroStyle.from_bytes(blob)
+            unknown = set(style.weights) - set(self.model.packs)
+            if unknown:
+                raise kokoro_voice.StyleError("This voice was fitted to voice packs that are not installed; "
+                                              "register it again.")
+            centre = np.mean([self.model.style(n) for n in self.style_packs], axis=0)
+            rows = style.rows(self.model.style, centre)
+            with self._piper_lock:
+                if len(self._styles) >= 64:
+                    self._styles.pop(next(iter(self._styles)))
+                self._styles[blob] = rows
+        return rows
 
     @property
     def piper(self):
-        """The Piper backend that speaks registered voices, made on first use."""
+        """The Piper backend that speaks earlier registered voices (Piper's voice matching), made on first use."""
         with self._piper_lock:
             if self._piper is None:
                 from engine.backends.piper import PiperBackend
 
                 self._piper = PiperBackend(self._piper_settings.piper, workers=self.workers)
             return self._piper
-
-    def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
-        """Piper's voice-matching profile of the clip (a registered voice is spoken by Piper for now)."""
-        return self.piper.extract_features(clip, sample_rate, transcript, reference_embedding=reference_embedding)
 
     def _piper_voice(self, voice: Voice) -> Voice:
         profile = dataclasses.replace(voice.profile, backend="piper")
@@ -257,28 +324,34 @@ class KokoroBackend:
 
     def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
         """Yield float32 mono at 24 kHz: the segment in runs the model reads whole (one, for any segment the
-        engine makes), each as its vocoder windows come, or Piper's audio for a registered voice."""
-        if voice.profile is not None:
-            import soxr
-
-            rate = self.piper.info.sample_rate
-            for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
-                yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
-            return
+        engine makes), each as its vocoder windows come, or Piper's audio for an earlier registered voice."""
         if not MIN_SPEED <= voice.speed <= 4.0:
             raise EngineError(f"Speed must be between {MIN_SPEED} and 4.0.")
-        pack = self.pack_for(voice)
-        language = base(voice.language) or pack_language(pack) or "en"
-        phonemes = phonemize(text, g2p_key(language, british=pack.startswith("b")))
-        tokens = self.model.tokens(phonemes)
-        style = self.model.style(pack)
+        if voice.profile is not None and not KokoroStyle.is_style(voice.profile.features):
+            yield from self._piper_speaks(text, voice, cancel)
+            return
+        if voice.profile is not None:
+            rows, language = self.style_rows(voice.profile.features), base(voice.language) or "en"
+            british = False
+        else:
+            pack = self.pack_for(voice)
+            rows, language = self.model.style(pack), base(voice.language) or pack_language(pack) or "en"
+            british = pack.startswith("b")
+        tokens = self.model.tokens(phonemize(text, g2p_key(language, british=british)))
         speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)
         for run in token_runs(tokens, self.model.breaks):
-            for audio in self.model.run(run, style, speed, cancel):
+            for audio in self.model.run(run, rows, speed, cancel):
                 if cancel is not None and cancel.cancelled:
                     return
                 if len(audio):
                     yield self._pitched(audio, voice)
+
+    def _piper_speaks(self, text: str, voice: Voice, cancel: CancelToken | None) -> Iterator[np.ndarray]:
+        import soxr
+
+        rate = self.piper.info.sample_rate
+        for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
+            yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
 
     def _pitched(self, audio: np.ndarray, voice: Voice) -> np.ndarray:
         """The user's pitch (semitones), moved by TD-PSOLA as for Piper's voices."""
@@ -286,11 +359,10 @@ class KokoroBackend:
             return audio
         from engine.voices.matching import apply_voice
 
-        return np.asarray(apply_voice(audio, SAMPLE_RATE, voice), dtype=np.float32)
+        return np.asarray(apply_voice(audio, SAMPLE_RATE, dataclasses.replace(voice, profile=None)), dtype=np.float32)
 
     def close(self) -> None:
         with self._piper_lock:
             if self._piper is not None:
                 self._piper.close()
                 self._piper = None
-

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.languages import piper_languages
 from engine.backends.sessions import SessionPool, new_session, run_cancellable
 from engine.settings import PiperSettings
@@ -274,7 +274,8 @@ class PiperBackend:
         return max(1, int(self._max_phonemes * min(1.0, speed)))
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes | None:
         """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
         from engine.voices.matching import CALIBRATION_TEXT, MATCHING_MODES, calibrate, estimate_profile, speaking_rate
         from engine.voices.registration import synthesize_default

@@ -46,7 +46,7 @@ import aiohttp
 import numpy as np
 import soxr
 
-from engine.base import DISCORD_RATE, BackendInfo, EngineError, SynthesisTimeout, TextRejected, Voice
+from engine.base import BackendInfo, DISCORD_RATE, EngineError, Progress, SynthesisTimeout, TextRejected, Voice
 from engine.backends.remote_voice import RemoteVoice
 from engine.settings import RemoteSettings
 
@@ -279,7 +279,8 @@ class RemoteBackend:
         return vid
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes | None:
         """Upload the clip to the server's `POST /v1/voices`; the feature blob is the server's voice id with
         the uploaded FLAC and transcript, so any other server can be given the voice again.
 

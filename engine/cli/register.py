@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.base import EngineError
+from engine.backends.kokoro_voice import KokoroStyle
 from engine.cli.common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip, write_text_atomic
 from engine.voices.registration import Registration
 
@@ -41,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"cannot write {out}: {exc.strerror or exc}") from exc
     p = registration.profile
     match = f", pitch {p.target_f0_hz:.0f} Hz, formant warp {p.warp:.2f}" if p else ""
+    style = next((KokoroStyle.from_bytes(b) for b in registration.features.values() if KokoroStyle.is_style(b)), None)
+    if style is not None:
+        match = ", Kokoro style from " + " ".join(f"{n} {w:.2f}" for n, w in style.weights.items())
     print(
         f"wrote {out}: {registration.duration_s:.1f} s of speech{match}, "
         f"{registration.timings.get('total', 0):.1f} s to register",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.base import Backend, BackendUnavailable, CancelToken, EngineError, Voice
+from engine.base import Backend, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.conversion.model import Converter
 from engine.voices.registration import synthesize_default
 from engine.streaming import _takes_cancel
@@ -75,7 +75,8 @@ class ConvertedBackend:
                 close()  # the backend's session goes back to its pool now
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes | None:
         """The clip's speaker embedding (the converter's target), gin_channels little-endian float32."""
         try:
             return self.converter.embed(clip, sample_rate).astype("<f4").tobytes()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.voices import embedding
-from engine.base import Backend, BackendInfo, TextRejected, Voice, VoiceProfile
+from engine.base import Backend, BackendInfo, Progress, TextRejected, Voice, VoiceProfile
 from engine.voices.clip import load_clip, to_flac
 from engine.voices.matching import MatchProfile
 from engine.settings import EngineSettings
@@ -89,12 +89,15 @@ class Registration:
         return cls(**{**reg.__dict__, "profile": _piper_profile(features)})
 
 
-MATCHED_BY_PIPER = ("piper", "kokoro")  # backends whose features are Piper's voice-matching profile
+MATCHED_BY_PIPER = ("piper", "kokoro")  # backends whose features are (kokoro: were) Piper's voice-matching profile
 
 
 def _piper_profile(features: dict[FeatureKey, bytes]) -> MatchProfile | None:
     """The voice-matching profile among the features, parsed (None when there is none)."""
-    blob = next((blob for (name, _), blob in features.items() if name in MATCHED_BY_PIPER), None)
+    from engine.backends.kokoro_voice import KokoroStyle
+
+    blob = next((blob for (name, _), blob in features.items()
+                 if name in MATCHED_BY_PIPER and not KokoroStyle.is_style(blob)), None)
     return MatchProfile.from_bytes(blob) if blob is not None else None
 
 
@@ -123,6 +126,7 @@ def register_clip(
     settings: EngineSettings | None = None,
     *,
     max_bytes: int | None = None,
+    progress: Progress | None = None,
 ) -> Registration:
     """Check and process a reference clip for every backend (blocking: callers run it in a thread)."""
     settings = settings or EngineSettings()
@@ -141,7 +145,7 @@ def register_clip(
         if key in features:
             continue
         t = time.perf_counter()
-        blob = backend.extract_features(clip.samples, clip.sample_rate, text, reference_embedding=ref)
+        blob = backend.extract_features(clip.samples, clip.sample_rate, text, reference_embedding=ref, progress=progress)
         if blob is not None:
             features[key] = bytes(blob)
         timings[backend.info.name] = time.perf_counter() - t

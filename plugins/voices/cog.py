@@ -14,6 +14,7 @@ from bot.user_options import BY_FIELD as USER_OPTIONS
 from bot.speech.audio_file import attachment
 from bot.speech.say import Join, SayOrder
 from plugins.voices.confirm import ask
+from plugins.voices.progress import ProgressMessage
 
 CONSENT = (
     "**Register the voice {name!r}?**\n"
@@ -49,13 +50,17 @@ class VoicesCog(commands.Cog):
         pressed = await ask(interaction, CONSENT.format(name=name), "I confirm")
         if pressed is None:
             return
-        await pressed.response.edit_message(content=f"Registering {name!r}… this takes a few seconds.", view=None)
+        await pressed.response.edit_message(content=f"Registering {name!r}… this takes up to a minute; your "
+                                                    "voice stays what it is until then.", view=None)
+        progress = ProgressMessage(interaction, f"Preparing your voice {name!r}: {{percent}}")
         try:
             data = await self.voices.download(clip.url, clip.size)
-            info = await self.voices.register(interaction.user.id, name, data, transcript)
+            info = await self.voices.register(interaction.user.id, name, data, transcript, progress)
         except UserError as exc:
+            await progress.settle()
             await interaction.edit_original_response(content=f"Not registered: {exc}")
             return
+        await progress.settle()
         await interaction.edit_original_response(
             content=f"Registered {info.name!r} ({info.clip_seconds:.1f} s of speech). "
                     f"Use /voice use {info.name} to speak in it.")

@@ -1,4 +1,5 @@
-"""VoiceService without Discord: features are derived again from the stored clip after a backend change."""
+"""VoiceService without Discord: features are derived again from the stored clip after a backend change, in the
+background, the voice speaking with its earlier features meanwhile."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from bot.config import VoiceSettings
 from bot.prefs import PrefsService
 from bot.storage.database import Database, upgrade
 from bot.voices import VoiceService
-from engine.base import Engine
+from engine.base import Engine, EngineError
 from engine.factory import build_engine
+from engine.settings import EngineSettings
 from engine.voices.registration import Registration
 from tests.e2e.test_voices import FIT, espeak_clip
 
@@ -25,8 +27,8 @@ class Upgraded:
         self.engine = engine
         self.info = dataclasses.replace(engine.info, version=engine.info.version + "+upgraded")
 
-    async def register(self, data: bytes, transcript: str, *, max_bytes: int) -> Registration:
-        reg = await self.engine.register(data, transcript, max_bytes=max_bytes)
+    async def register(self, data: bytes, transcript: str, *, max_bytes: int, progress=None) -> Registration:
+        reg = await self.engine.register(data, transcript, max_bytes=max_bytes, progress=progress)
         blob = reg.features[(self.engine.info.name, self.engine.info.version)]
         return dataclasses.replace(reg, features={(self.info.name, self.info.version): blob})
 
@@ -38,7 +40,7 @@ class Upgraded:
 async def service(sqlite_url):
     await upgrade(sqlite_url)
     db = Database(sqlite_url)
-    engine = build_engine()
+    engine = build_engine(EngineSettings(backend="piper"))  # the service's logic; Kokoro's fit: test_kokoro_voice
     svc = VoiceService(db, engine, VoiceSettings(), PrefsService(db))
     yield svc
     await svc.close()
@@ -54,6 +56,10 @@ async def test_new_backend_version_derives_features_once_from_the_stored_clip(se
     engine, service.engine = service.engine, Upgraded(service.engine)
     try:
         service._profiles.clear()
+        meanwhile = await service.resolve(42, None, "mine")  # at once, with the features it had
+        assert meanwhile.profile is not None and meanwhile.profile.backend_version == old.version
+        assert meanwhile.profile.features == voice.profile.features
+        await service.refitted()
         again = await service.resolve(42, None, "mine")
         assert again.profile is not None and again.profile.backend_version.endswith("+upgraded")
         async with service.db.engine.connect() as conn:
@@ -65,6 +71,28 @@ async def test_new_backend_version_derives_features_once_from_the_stored_clip(se
         service._profiles.clear()
         await service.resolve(42, None, "mine")
         assert calls == []  # stored now: never derived again
+    finally:
+        service.engine = engine
+
+
+async def test_a_refit_that_fails_keeps_the_earlier_features_and_is_not_retried(service):
+    await service.register(42, "mine", espeak_clip(), FIT)
+    voice = await service.resolve(42, None, "mine")
+    engine, service.engine = service.engine, Upgraded(service.engine)
+    calls = []
+
+    async def broken(data, transcript, progress=None):
+        calls.append(transcript)
+        raise EngineError("the model is gone")
+
+    service._run_registration = broken
+    try:
+        for _ in range(2):
+            service._profiles.clear()
+            meanwhile = await service.resolve(42, None, "mine")
+            await service.refitted()
+            assert meanwhile.profile is not None and meanwhile.profile.features == voice.profile.features
+        assert len(calls) == 1
     finally:
         service.engine = engine
 

@@ -1,18 +1,26 @@
 """The shipped default voice, Kokoro, through the sandbox with DAVE: English readout understood by a recognizer,
 Japanese detected with `auto` and spoken at a person's pace in morae, Mandarin by its own voice; the stock voices
-listed, chosen per user (/voice use), per server and language (/settings set voice), and previewed."""
+listed, chosen per user (/voice use), per server and language (/settings set voice), and previewed; a voice
+registered on it (a style fitted to the clip) shows its progress and is heard closer to the clip's speaker."""
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
 import pytest
+import soundfile as sf
+import soxr
 
 from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.base import DISCORD_RATE, Voice
+from engine.voices import embedding
 from tests.e2e.conftest import make_settings
 from tests.e2e.test_languages import Spoken, set_language
 from tests.e2e.test_readout import enable_readout, join
 from tests.e2e.test_tts import decoded, fetched_file
+from tests.e2e.test_voices import SPOKEN, embed_pcm48, espeak_clip, final_edit, register, speak_and_capture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 ENGLISH = "The library opens at nine in the morning and closes at six in the evening."
@@ -90,3 +98,23 @@ async def test_stock_voices_are_listed_chosen_per_user_and_per_server_and_previe
     assert voice == Voice(name="jf_nezumi", language="ja")  # the server's voice for Japanese
     _, voice, _ = await spoken.post(bob, ENGLISH)
     assert voice == Voice(language="en")  # the server chose none for English: the bot's own
+
+
+async def test_a_registered_voice_shows_its_progress_and_sounds_like_its_speaker(sb, demo, kokoro_bot):
+    clip = espeak_clip()
+    it, press = await register(sb, demo.alice, demo.general, "mine", clip)
+    result = await final_edit(it, press, timeout=240)
+    assert result.startswith("Registered 'mine'"), result
+    shown = [r.message.content if r.message is not None else r.content for r in it.edits]
+    assert any(t and t.startswith("Preparing your voice 'mine': ") and t.endswith("%") for t in shown), shown
+    default_pcm = await speak_and_capture(sb, demo, SPOKEN)
+    it = await sb.slash(demo.alice, demo.general, "voice use", name="mine")
+    assert "now spoken in 'mine'" in await it.wait_text(timeout=20)
+    fitted_pcm = await speak_and_capture(sb, demo, SPOKEN)
+    ref, rate = sf.read(io.BytesIO(clip), dtype="float32")
+    speaker = embedding.embed(soxr.resample(ref, rate, 16_000).astype(np.float32))
+    near_default = embedding.similarity(embed_pcm48(default_pcm), speaker)
+    near_fitted = embedding.similarity(embed_pcm48(fitted_pcm), speaker)
+    assert near_fitted > near_default, (near_fitted, near_default)
+    assert wer(Recognizer(), [(SPOKEN, to16k(np.frombuffer(fitted_pcm, "<i2").reshape(-1, 2).mean(axis=1) / 32768,
+                                             DISCORD_RATE))]) <= 0.3

@@ -1,0 +1,249 @@
+"""A registered voice on Kokoro: a style blended from the stock packs nearest the clip's speaker, then refined.
+
+How a clip becomes a style (`fit`), each step kept because the bench (bench/voices.py) measured it paying:
+1. The clip's speaker embedding (Resemblyzer) is compared with each stock pack's, computed once from a render of
+   CALIBRATION_TEXT and stored beside the packs (`pack_embeddings`, made by setup or on first use).
+2. The nearest packs are blended, weighted by their similarity: a few blends are rendered and scored.
+3. Refinement: the best blend is pushed away from the packs' centre, the timbre half of the style (what the
+   vocoder reads) and the prosody half (what the duration and F0 predictors read) separately, a few bounded
+   steps, each rendered and scored. A candidate whose median F0 is further than F0_GUARD semitones from the
+   clip's, or whose F0 range is not within F0_RANGE_GUARD of the clip's, is refused (men drifted to a
+   woman's pitch in the probes), and the bounds keep the style where the packs' words stay clear.
+The result is a small JSON profile (`KokoroStyle`): pack weights and the two extrapolations; the style rows are
+made from the installed packs when the voice speaks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.base import EngineError, Progress
+from engine.voices import embedding
+from engine.voices.pitch import track_f0
+
+log = logging.getLogger(__name__)
+
+STYLE_FORMAT = 1
+EMBEDDINGS_FILE = "pack_embeddings.npz"  # beside the packs: each pack's speaker embedding and F0 statistics
+CALIBRATION_TEXT = ("Hello there, this is a short recording of my own voice. I read a few plain sentences at a "
+                    "steady pace.")
+FIT_TEXT = "Please call Stella and ask her to bring these things with her from the store."  # what candidates say
+BLENDS = ((1, 0.0), (2, 0.02), (3, 0.02), (4, 0.02), (4, 0.05), (6, 0.05))  # (packs, temperature; 0: equal)
+STEPS = (0.4, 0.2)  # the refinement's step sizes, coarse then fine
+MAX_AWAY = 1.2  # the most a half of the style is pushed beyond the blend (x its distance from the centre)
+F0_GUARD = 3.0  # semitones between the render's median F0 and the clip's
+F0_RANGE_GUARD = 3.0  # the render's F0 spread (semitones, 10th-90th percentile, +2) at most this factor from the clip's
+STAGES = ("nearest", "blend", "refine")  # how far a fit goes: the nearest pack, the best blend, that refined
+HALF = 128  # style[:, :HALF] is read by the vocoder (timbre), style[:, HALF:] by the predictors (prosody)
+RATE = 16_000
+
+
+class StyleError(EngineError):
+    """A stored Kokoro style cannot be read."""
+
+
+@dataclass(frozen=True)
+class KokoroStyle:
+    """A registered voice's style: packs and their weights, then each half pushed `away` from the centre."""
+
+    weights: dict[str, float]
+    timbre_away: float = 0.0
+    prosody_away: float = 0.0
+    format: int = STYLE_FORMAT
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"kind": "kokoro-style", "format": self.format, "weights": self.weights,
+                           "timbre_away": self.timbre_away, "prosody_away": self.prosody_away},
+                          sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> KokoroStyle:
+        try:
+            raw = json.loads(blob.decode())
+            if not isinstance(raw, dict) or raw.get("kind") != "kokoro-style" or raw.get("format") != STYLE_FORMAT:
+                raise ValueError("not a Kokoro style")
+            weights = {str(k): float(v) for k, v in dict(raw["weights"]).items()}
+            away = (float(raw.get("timbre_away", 0.0)), float(raw.get("prosody_away", 0.0)))
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StyleError("This voice's profile is damaged; register the voice again.") from exc
+        if not weights or not all(math.isfinite(v) and v >= 0 for v in (*weights.values(),)) \
+                or not all(math.isfinite(a) and abs(a) <= MAX_AWAY for a in away) or sum(weights.values()) <= 0:
+            raise StyleError("This voice's profile is damaged; register the voice again.")
+        return cls(weights=weights, timbre_away=away[0], prosody_away=away[1])
+
+    @staticmethod
+    def is_style(blob: bytes) -> bool:
+        return blob[:64].lstrip().startswith(b"{") and b'"kind": "kokoro-style"' in blob
+
+    def rows(self, style: Callable[[str], np.ndarray], centre: np.ndarray) -> np.ndarray:
+        """The style rows [510, 256] from the packs (`style(name)`) and the packs' centre."""
+        total = sum(self.weights.values())
+        blend = sum((w / total) * style(name) for name, w in self.weights.items())
+        away = blend - centre
+        out = np.array(blend, dtype=np.float32)
+        out[:, :HALF] += self.timbre_away * away[:, :HALF]
+        out[:, HALF:] += self.prosody_away * away[:, HALF:]
+        return out
+
+
+@dataclass(frozen=True)
+class Voiceprint:
+    """What the fit compares: a speaker embedding and the F0 median and spread (semitones re 100 Hz)."""
+
+    embedding: np.ndarray
+    f0_median: float
+    f0_spread: float
+
+    @classmethod
+    def of(cls, audio16k: np.ndarray, vec: np.ndarray | None = None) -> Voiceprint:
+        vec = embedding.embed(audio16k) if vec is None else vec
+        f0, _ = track_f0(audio16k, RATE, 55.0, 600.0)
+        voiced = 12 * np.log2(f0[f0 > 0] / 100.0)
+        if len(voiced) < 10:
+            return cls(vec, float("nan"), float("nan"))
+        lo, mid, hi = np.percentile(voiced, [10, 50, 90])
+        return cls(vec, float(mid), float(hi - lo))
+
+
+@dataclass
+class FitReport:
+    """What a fit tried and chose: (label, score, refused) per render, and its time."""
+
+    tried: list[tuple[str, float, bool]] = field(default_factory=list)
+    seconds: float = 0.0
+    score: float = 0.0
+
+
+Render = Callable[[np.ndarray], np.ndarray]  # style rows -> 16 kHz audio of FIT_TEXT
+
+
+class StyleFit:
+    """The search for one clip's style over the packs of one language (`candidates`)."""
+
+    def __init__(self, clip: Voiceprint, packs: dict[str, Voiceprint], style: Callable[[str], np.ndarray],
+                 render: Render, progress: Progress | None = None, *, stages: str = "refine") -> None:
+        self.clip = clip
+        self.packs = packs
+        self.style = style
+        self.render = render
+        self.progress = progress or (lambda _: None)
+        if stages not in STAGES:
+            raise ValueError(f"stages must be one of {STAGES}")
+        self.stages = stages
+        self.centre = np.mean([style(n) for n in packs], axis=0)
+        self.report = FitReport()
+        self._total = len(BLENDS) + (4 * len(STEPS) if stages == "refine" else 0)
+        self._cache: dict[bytes, float] = {}
+        self._heard: dict[bytes, Voiceprint] = {}
+
+    def score(self, candidate: KokoroStyle, label: str) -> float:
+        """The render's cosine to the clip's speaker, or -inf when it fails a guard."""
+        key = candidate.to_bytes()
+        if key in self._cache:
+            return self._cache[key]
+        audio = self.render(candidate.rows(self.style, self.centre))
+        heard = self._heard[key] = Voiceprint.of(audio)
+        value = embedding.similarity(heard.embedding, self.clip.embedding)
+        refused = not self._guarded(heard)
+        self.report.tried.append((label, value, refused))
+        self._cache[key] = -math.inf if refused else value
+        self.progress(min(0.99, len(self._cache) / self._total))
+        return self._cache[key]
+
+    def _guarded(self, heard: Voiceprint) -> bool:
+        if not math.isfinite(self.clip.f0_median) or not math.isfinite(heard.f0_median):
+            return True
+        if abs(heard.f0_median - self.clip.f0_median) > F0_GUARD:
+            return False
+        ratio = (heard.f0_spread + 2.0) / (self.clip.f0_spread + 2.0)
+        return 1 / F0_RANGE_GUARD <= ratio <= F0_RANGE_GUARD
+
+    def blends(self) -> list[KokoroStyle]:
+        """The BLENDS of the packs nearest the clip's speaker (the nearest pitch first among equals)."""
+        sims = {n: embedding.similarity(p.embedding, self.clip.embedding) for n, p in self.packs.items()}
+        order = sorted(sims, key=lambda n: -sims[n])
+        out = []
+        for k, temperature in BLENDS:
+            top = order[:k]
+            if temperature <= 0:
+                weights = {n: 1.0 for n in top}
+            else:
+                best = sims[top[0]]
+                weights = {n: round(math.exp((sims[n] - best) / temperature), 4) for n in top}
+            candidate = KokoroStyle(weights)
+            if candidate not in out:
+                out.append(candidate)
+        return out
+
+    def run(self) -> KokoroStyle:
+        start = time.perf_counter()
+        candidates = self.blends()[:1] if self.stages == "nearest" else self.blends()
+        if len(candidates) == 1:
+            best, value = candidates[0], 0.0
+        else:
+            scored = [(self.score(c, f"blend of {len(c.weights)}"), i, c) for i, c in enumerate(candidates)]
+            value, _, best = max(scored)
+            if value == -math.inf:  # every blend refused by the F0 guard: the one nearest the clip's pitch
+                best = min(candidates, key=lambda c: abs(self._heard[c.to_bytes()].f0_median - self.clip.f0_median))
+        if self.stages == "refine" and value > -math.inf:
+            best, value = self._refined(best, value)
+        self.report.seconds = time.perf_counter() - start
+        self.report.score = value
+        self.progress(1.0)
+        return best
+
+    def _refined(self, best: KokoroStyle, value: float) -> tuple[KokoroStyle, float]:
+        """Coordinate ascent on (timbre_away, prosody_away), STEPS apart, within +-MAX_AWAY."""
+        for step in STEPS:
+            for half in ("timbre_away", "prosody_away"):
+                for sign in (1.0, -1.0):
+                    moved = getattr(best, half) + sign * step
+                    if abs(moved) > MAX_AWAY + 1e-9:
+                        continue
+                    candidate = KokoroStyle(best.weights, **{**_aways(best), half: round(moved, 3)})
+                    got = self.score(candidate, f"{half} {moved:+.1f}")
+                    if got > value:
+                        best, value = candidate, got
+                        break  # this direction paid: the other is not tried at this step
+        return best, value
+
+
+def _aways(style: KokoroStyle) -> dict[str, float]:
+    return {"timbre_away": style.timbre_away, "prosody_away": style.prosody_away}
+
+
+# -- the packs' voiceprints, made once ----------------------------------------------------------------
+
+_lock = threading.Lock()
+
+
+def load_voiceprints(path: Path) -> dict[str, Voiceprint] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as data:
+            if str(data["text"]) != CALIBRATION_TEXT:
+                return None
+            return {str(n): Voiceprint(e.astype(np.float32), float(m), float(s))
+                    for n, e, m, s in zip(data["names"], data["embeddings"], data["f0_median"], data["f0_spread"])}
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def save_voiceprints(path: Path, prints: dict[str, Voiceprint]) -> None:
+    names = sorted(prints)
+    tmp = path.with_suffix(".part.npz")
+    np.savez(tmp, text=np.array(CALIBRATION_TEXT), names=np.array(names),
+             embeddings=np.array([prints[n].embedding for n in names], dtype=np.float32),
+             f0_median=np.array([prints[n].f0_median for n in names]),
+             f0_spread=np.array([prints[n].f0_spread for n in names]))
+    tmp.replace(path)
