@@ -268,19 +268,6 @@ def verdict(ok: bool) -> str:
     return "OK" if ok else "MISSED"
 
 
-def speak_all(backend, regs: list[Registration]) -> tuple[list[np.ndarray], list[tuple[str, np.ndarray]],
-                                                           list[tuple[str, np.ndarray]]]:
-    """Each registered voice saying EVAL_TEXT, the (text, audio) pairs its WER is measured on, and the same
-    pairs from the stock voices they started from."""
-    voices = [r.voice(backend.info) for r in regs]
-    stock = [started_from(backend, r) for r in regs]
-    outputs = [say(backend, EVAL_TEXT, v) for v in voices]
-    texts = (EVAL_TEXT, *WER_TEXTS)
-    pairs = [(EVAL_TEXT, o) for o in outputs] + [(t, say(backend, t, v)) for v in voices for t in WER_TEXTS]
-    stock_pairs = [(t, say(backend, t, v)) for v in stock for t in texts]
-    return outputs, pairs, stock_pairs
-
-
 def variants(backend) -> list[tuple[str, object]]:
     """The ablation's variants: kokoro's earlier stages; piper's parts left out, added, and pitch+warp only."""
     if isinstance(backend, KokoroBackend):
@@ -298,11 +285,23 @@ class Judge:
         self.backend = backend
         self.judged = judged
         self.recognizer = recognizer
-        self.default = say(backend, EVAL_TEXT, Voice())
+        self._said: dict[tuple[object, str], np.ndarray] = {}  # a voice says the same text the same way
+        self.default = self.say(EVAL_TEXT, Voice())
+
+    def say(self, text: str, voice: Voice) -> np.ndarray:
+        key = (voice.profile.features if voice.profile is not None else voice.name, text)
+        if key not in self._said:
+            self._said[key] = say(self.backend, text, voice)
+        return self._said[key]
 
     def __call__(self, speakers: list[Speaker], regs: list[Registration]) -> Scores:
-        outputs, pairs, stock_pairs = speak_all(self.backend, regs)
-        scores = score(speakers, outputs, self.default, self.judged)
+        """Each registered voice says EVAL_TEXT (judged) and the WER_TEXTS; the stock voices they started from
+        say them all too."""
+        texts = (EVAL_TEXT, *WER_TEXTS)
+        voices = [r.voice(self.backend.info) for r in regs]
+        scores = score(speakers, [self.say(EVAL_TEXT, v) for v in voices], self.default, self.judged)
+        pairs = [(t, self.say(t, v)) for v in voices for t in texts]
+        stock_pairs = [(t, self.say(t, started_from(self.backend, r))) for r in regs for t in texts]
         scores.wer = wer(self.recognizer, pairs) / max(wer(self.recognizer, stock_pairs), 1e-9)
         return scores
 

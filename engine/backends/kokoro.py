@@ -238,12 +238,12 @@ class KokoroBackend:
             if self._prints is not None:
                 return self._prints
         path = kokoro_assets.folder(self.settings.assets_dir) / kokoro_voice.EMBEDDINGS_FILE
-        prints = kokoro_voice.load_voiceprints(path)
+        prints = kokoro_voice.load_voiceprints(path, self.info.version)
         if prints is None or set(prints) != set(self.style_packs):
             prints = {n: Voiceprint.of(self.render(kokoro_voice.CALIBRATION_TEXT, self.model.style(n)))
                       for n in self.style_packs}
             try:
-                kokoro_voice.save_voiceprints(path, prints)
+                kokoro_voice.save_voiceprints(path, prints, self.info.version)
             except OSError as exc:  # a read-only install: they are made again by the next process
                 log.warning("could not store Kokoro's pack voiceprints in %s: %s", path, exc)
         with self._piper_lock:

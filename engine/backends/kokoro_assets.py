@@ -160,8 +160,22 @@ def install(where: Path | None = None) -> Path:
     install_model(where)
     install_graph(where)
     names = install_voices(where)
-    print(f"kokoro: model and {len(names)} voice packs in {where}")
+    install_voiceprints(where)
+    print(f"kokoro: model, {len(names)} voice packs and their voiceprints in {where}")
     return where
+
+
+def install_voiceprints(where: Path) -> None:
+    """Each English pack's voiceprint (engine/backends/kokoro_voice.py), which registering a voice compares the
+    clip with: rendered once here (about a minute) rather than on the first registration."""
+    from engine.backends.kokoro import KokoroBackend
+    from engine.settings import KokoroSettings
+
+    backend = KokoroBackend(KokoroSettings(assets_dir=str(where)))
+    try:
+        backend.voiceprints()
+    finally:
+        backend.close()
 
 
 if __name__ == "__main__":  # pragma: no cover - scripts/setup.sh

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -223,15 +222,14 @@ def _aways(style: KokoroStyle) -> dict[str, float]:
 
 # -- the packs' voiceprints, made once ----------------------------------------------------------------
 
-_lock = threading.Lock()
 
-
-def load_voiceprints(path: Path) -> dict[str, Voiceprint] | None:
+def load_voiceprints(path: Path, stamp: str) -> dict[str, Voiceprint] | None:
+    """The packs' voiceprints stored at `path` for this model (`stamp`), or None."""
     if not path.is_file():
         return None
     try:
         with np.load(path) as data:
-            if str(data["text"]) != CALIBRATION_TEXT:
+            if str(data["stamp"]) != f"{stamp}; {CALIBRATION_TEXT}":
                 return None
             return {str(n): Voiceprint(e.astype(np.float32), float(m), float(s))
                     for n, e, m, s in zip(data["names"], data["embeddings"], data["f0_median"], data["f0_spread"])}
@@ -239,10 +237,10 @@ def load_voiceprints(path: Path) -> dict[str, Voiceprint] | None:
         return None
 
 
-def save_voiceprints(path: Path, prints: dict[str, Voiceprint]) -> None:
+def save_voiceprints(path: Path, prints: dict[str, Voiceprint], stamp: str) -> None:
     names = sorted(prints)
     tmp = path.with_suffix(".part.npz")
-    np.savez(tmp, text=np.array(CALIBRATION_TEXT), names=np.array(names),
+    np.savez(tmp, stamp=np.array(f"{stamp}; {CALIBRATION_TEXT}"), names=np.array(names),
              embeddings=np.array([prints[n].embedding for n in names], dtype=np.float32),
              f0_median=np.array([prints[n].f0_median for n in names]),
              f0_spread=np.array([prints[n].f0_spread for n in names]))
