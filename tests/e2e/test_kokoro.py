@@ -105,7 +105,7 @@ async def test_a_registered_voice_shows_its_progress_and_sounds_like_its_speaker
     it, press = await register(sb, demo.alice, demo.general, "mine", clip)
     result = await final_edit(it, press, timeout=240)
     assert result.startswith("Registered 'mine'"), result
-    shown = [r.message.content if r.message is not None else r.content for r in it.edits]
+    shown = [r.content for r in it.edits]  # what each edit sent (the message itself shows only the latest)
     assert any(t and t.startswith("Preparing your voice 'mine': ") and t.endswith("%") for t in shown), shown
     default_pcm = await speak_and_capture(sb, demo, SPOKEN)
     it = await sb.slash(demo.alice, demo.general, "voice use", name="mine")

@@ -11,7 +11,8 @@ import pytest
 import soundfile as sf
 
 from engine.__main__ import main
-from engine.base import BackendInfo, TextRejected, Voice
+from engine.backends.kokoro_voice import KokoroStyle
+from engine.base import BackendInfo, Progress, TextRejected, Voice
 from engine.voices.clip import ClipRejected
 from engine.voices.matching import MatchProfile
 from engine.voices.registration import Registration, register_clip, synthesize_default
@@ -30,7 +31,7 @@ class FeatureBackend:
         yield np.zeros(160, np.float32)
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None, progress: Progress | None = None) -> bytes | None:
         self.calls.append((len(clip), sample_rate, transcript))
         return self.blob
 
@@ -101,7 +102,8 @@ def test_cli_register_then_say(tmp_path: Path, reference: bytes, capsys: pytest.
     clip.write_bytes(reference)
     profile = tmp_path / "me.json"
     assert main(["register", str(clip), "--out", str(profile)]) == 0
-    assert Registration.from_json(profile.read_text()).profile is not None
+    stored = Registration.from_json(profile.read_text())
+    assert [KokoroStyle.is_style(blob) for blob in stored.features.values()] == [True]  # the default voice's style
     out = tmp_path / "said.wav"
     assert main(["say", "Hello there.", "--profile", str(profile), "--out", str(out)]) == 0
     audio, sr = sf.read(out)
