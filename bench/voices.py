@@ -26,7 +26,7 @@ compares the engine's time to first audio for a registered voice with the defaul
     python bench/voices.py [--set real|synthetic|both] [--speakers N] [--ablation] [--backend piper [--matching M]]
 
 --ablation registers every speaker again with each part of the fit left out (kokoro: the nearest pack alone, the
-best blend unrefined; piper: each shipped conversion part left out, each part not shipped added) and prints
+best blend unrefined, the refined style uncorrected; piper: each shipped conversion part left out, each part not shipped added) and prints
 what each part adds.
 """
 
@@ -238,7 +238,7 @@ def started_from(backend, reg: Registration) -> Voice:
 def configure(backend, variant: object) -> None:
     """The fit's variant: kokoro's stages (kokoro_voice.STAGES), piper's matching parts (None: as shipped)."""
     if isinstance(backend, KokoroBackend):
-        backend.fit_stages = variant or "refine"
+        backend.fit_stages = variant or STAGES[-1]
     else:
         backend.matching_parts = variant
 
@@ -271,7 +271,7 @@ def verdict(ok: bool) -> str:
 def variants(backend) -> list[tuple[str, object]]:
     """The ablation's variants: kokoro's earlier stages; piper's parts left out, added, and pitch+warp only."""
     if isinstance(backend, KokoroBackend):
-        return [(f"{stage} only", stage) for stage in STAGES if stage != "refine"]
+        return [(f"{stage} only", stage) for stage in STAGES[:-1]]
     shipped = MATCHING_MODES[backend.settings.matching]
     out = [(f"without {p}", shipped - {p}) for p in sorted(shipped)]
     out += [(f"with {p}", shipped | {p}) for p in sorted(PARTS - shipped)]

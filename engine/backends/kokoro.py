@@ -20,6 +20,7 @@ from engine.backends.piper import WARM_UP_TEXT, intra_op_threads, word_runs
 from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
+from engine.voices.matching import MatchProfile
 
 log = logging.getLogger(__name__)
 
@@ -195,14 +196,17 @@ class KokoroBackend:
         self._piper: object | None = None
         self._piper_lock = threading.Lock()
         self._prints: dict[str, Voiceprint] | None = None
-        self._styles: dict[bytes, np.ndarray] = {}  # a registered voice's rows by its blob (a few dozen kB each)
+        # a registered voice's rows (a few dozen kB) and correction by its blob
+        self._styles: dict[bytes, tuple[np.ndarray, MatchProfile | None]] = {}
         self.style_packs = tuple(n for n in self.model.packs if pack_language(n) == "en")
-        self.fit_stages = "refine"  # how far a registration's fit goes (kokoro_voice.STAGES; bench/voices.py)
+        self.fit_stages = "clear"  # how far a registration's fit goes (kokoro_voice.STAGES; bench/voices.py)
         voices = tuple(self.model.packs)
+        # what the packs' voiceprints depend on; the version adds the fit's (a new fit refits stored voices)
+        self.model_stamp = (f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.GRAPH_VERSION}; "
+                            f"{kokoro_assets.VOICES_PACKAGE}")
         self.info = BackendInfo(
             name="kokoro",
-            version=f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.GRAPH_VERSION}; {kokoro_assets.VOICES_PACKAGE}; "
-                    f"registered voices: style fit {kokoro_voice.STYLE_FORMAT}",
+            version=f"{self.model_stamp}; registered voices: style fit {kokoro_voice.FIT_VERSION}",
             sample_rate=SAMPLE_RATE,
             clones=False,
             voices=voices,
@@ -238,12 +242,12 @@ class KokoroBackend:
             if self._prints is not None:
                 return self._prints
         path = kokoro_assets.folder(self.settings.assets_dir) / kokoro_voice.EMBEDDINGS_FILE
-        prints = kokoro_voice.load_voiceprints(path, self.info.version)
+        prints = kokoro_voice.load_voiceprints(path, self.model_stamp)
         if prints is None or set(prints) != set(self.style_packs):
             prints = {n: Voiceprint.of(self.render(kokoro_voice.CALIBRATION_TEXT, self.model.style(n)))
                       for n in self.style_packs}
             try:
-                kokoro_voice.save_voiceprints(path, prints, self.info.version)
+                kokoro_voice.save_voiceprints(path, prints, self.model_stamp)
             except OSError as exc:  # a read-only install: they are made again by the next process
                 log.warning("could not store Kokoro's pack voiceprints in %s: %s", path, exc)
         with self._piper_lock:
@@ -268,30 +272,30 @@ class KokoroBackend:
         audio16k = soxr.resample(np.asarray(clip, dtype=np.float32), sample_rate, kokoro_voice.RATE) \
             if sample_rate != kokoro_voice.RATE else np.asarray(clip, dtype=np.float32)
         prints = self.voiceprints()
-        fit = StyleFit(Voiceprint.of(audio16k, reference_embedding), prints, self.model.style,
-                       lambda rows: self.render(kokoro_voice.FIT_TEXT, rows), progress, stages=self.fit_stages)
+        fit = StyleFit(Voiceprint.of(audio16k, reference_embedding), prints, self.model.style, self.render, progress,
+                       stages=self.fit_stages, audio=audio16k)
         style = fit.run()
         log.info("fitted a Kokoro style in %.1f s over %d renders (cosine %.3f): %s", fit.report.seconds,
                  len(fit.report.tried), fit.report.score, style)
         return style.to_bytes()
 
-    def style_rows(self, blob: bytes) -> np.ndarray:
-        """A fitted voice's style rows, made from its blob once (StyleError when damaged)."""
+    def fitted(self, blob: bytes) -> tuple[np.ndarray, MatchProfile | None]:
+        """A fitted voice's style rows and its correction, made from its blob once (StyleError when damaged)."""
         with self._piper_lock:
-            rows = self._styles.get(blob)
-        if rows is None:
+            hit = self._styles.get(blob)
+        if hit is None:
             style = KokoroStyle.from_bytes(blob)
             unknown = set(style.weights) - set(self.model.packs)
             if unknown:
                 raise kokoro_voice.StyleError("This voice was fitted to voice packs that are not installed; "
                                               "register it again.")
             centre = np.mean([self.model.style(n) for n in self.style_packs], axis=0)
-            rows = style.rows(self.model.style, centre)
+            hit = (style.rows(self.model.style, centre), style.match)
             with self._piper_lock:
                 if len(self._styles) >= 64:
                     self._styles.pop(next(iter(self._styles)))
-                self._styles[blob] = rows
-        return rows
+                self._styles[blob] = hit
+        return hit
 
     @property
     def piper(self):
@@ -330,8 +334,9 @@ class KokoroBackend:
         if voice.profile is not None and not KokoroStyle.is_style(voice.profile.features):
             yield from self._piper_speaks(text, voice, cancel)
             return
+        match = None
         if voice.profile is not None:
-            rows, language = self.style_rows(voice.profile.features), base(voice.language) or "en"
+            (rows, match), language = self.fitted(voice.profile.features), base(voice.language) or "en"
             british = False
         else:
             pack = self.pack_for(voice)
@@ -340,11 +345,14 @@ class KokoroBackend:
         tokens = self.model.tokens(phonemize(text, g2p_key(language, british=british)))
         speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)
         for run in token_runs(tokens, self.model.breaks):
-            for audio in self.model.run(run, rows, speed, cancel):
+            windows = self.model.run(run, rows, speed, cancel)
+            if match is not None:  # corrected whole, as Piper's segments are: PSOLA and the filter across a
+                windows = iter([np.concatenate(list(windows))])  # window's seam would click there
+            for audio in windows:
                 if cancel is not None and cancel.cancelled:
                     return
                 if len(audio):
-                    yield self._pitched(audio, voice)
+                    yield self._voiced(audio, voice, match)
 
     def _piper_speaks(self, text: str, voice: Voice, cancel: CancelToken | None) -> Iterator[np.ndarray]:
         import soxr
@@ -353,13 +361,14 @@ class KokoroBackend:
         for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
             yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
 
-    def _pitched(self, audio: np.ndarray, voice: Voice) -> np.ndarray:
-        """The user's pitch (semitones), moved by TD-PSOLA as for Piper's voices."""
-        if voice.pitch == 0:
+    def _voiced(self, audio: np.ndarray, voice: Voice, match: MatchProfile | None) -> np.ndarray:
+        """The registered voice's correction and the user's pitch (semitones, TD-PSOLA as for Piper's voices)."""
+        if match is None and voice.pitch == 0:
             return audio
-        from engine.voices.matching import apply_voice
+        from engine.voices.matching import Transform, apply_transform
 
-        return np.asarray(apply_voice(audio, SAMPLE_RATE, dataclasses.replace(voice, profile=None)), dtype=np.float32)
+        transform = Transform.for_profile(match, float(voice.pitch or 0.0))
+        return np.asarray(apply_transform(audio, SAMPLE_RATE, transform), dtype=np.float32)
 
     def close(self) -> None:
         with self._piper_lock:

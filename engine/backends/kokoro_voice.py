@@ -9,8 +9,11 @@ How a clip becomes a style (`fit`), each step kept because the bench (bench/voic
    steps, each rendered and scored. A candidate whose median F0 is further than F0_GUARD semitones from the
    clip's, or whose F0 range is not within F0_RANGE_GUARD of the clip's, is refused (men drifted to a
    woman's pitch in the probes), and the bounds keep the style where the packs' words stay clear.
-The result is a small JSON profile (`KokoroStyle`): pack weights and the two extrapolations; the style rows are
-made from the installed packs when the voice speaks.
+4. Correction: the fitted style's own voice is corrected toward the clip as Piper's voices are (engine/voices/
+   matching.py, the `clear` parts: pitch statistics, formant warp, the envelope's statistics), fitted against
+   a render of the style; the rendered audio is corrected when the voice speaks.
+The result is a small JSON profile (`KokoroStyle`): pack weights, the two extrapolations and the correction; the
+style rows are made from the installed packs when the voice speaks.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from engine.base import EngineError, Progress
-from engine.voices import embedding
+from engine.voices import embedding, matching
+from engine.voices.matching import MatchProfile, ProfileError
 from engine.voices.pitch import track_f0
 
 log = logging.getLogger(__name__)
 
-STYLE_FORMAT = 1
+STYLE_FORMAT = 1  # the profile's layout ("match" is optional: format 1 profiles made before it still read)
+FIT_VERSION = 2  # 2: the `clear` correction; a new fit makes stored voices refit from their clips (bot/voices.py)
 EMBEDDINGS_FILE = "pack_embeddings.npz"  # beside the packs: each pack's speaker embedding and F0 statistics
 CALIBRATION_TEXT = ("Hello there, this is a short recording of my own voice. I read a few plain sentences at a "
                     "steady pace.")
@@ -41,7 +46,8 @@ STEPS = (0.4, 0.2)  # the refinement's step sizes, coarse then fine
 MAX_AWAY = 1.2  # the most a half of the style is pushed beyond the blend (x its distance from the centre)
 F0_GUARD = 3.0  # semitones between the render's median F0 and the clip's
 F0_RANGE_GUARD = 3.0  # the render's F0 spread (semitones, 10th-90th percentile, +2) at most this factor from the clip's
-STAGES = ("nearest", "blend", "refine")  # how far a fit goes: the nearest pack, the best blend, that refined
+STAGES = ("nearest", "blend", "refine", "clear")  # how far a fit goes: the nearest pack, the best blend, that
+# refined, that corrected
 HALF = 128  # style[:, :HALF] is read by the vocoder (timbre), style[:, HALF:] by the predictors (prosody)
 RATE = 16_000
 
@@ -52,17 +58,21 @@ class StyleError(EngineError):
 
 @dataclass(frozen=True)
 class KokoroStyle:
-    """A registered voice's style: packs and their weights, then each half pushed `away` from the centre."""
+    """A registered voice's style: packs and their weights, then each half pushed `away` from the centre, and the
+    correction of its audio toward the clip (`match`; None: spoken as the style renders it)."""
 
     weights: dict[str, float]
     timbre_away: float = 0.0
     prosody_away: float = 0.0
+    match: MatchProfile | None = None
     format: int = STYLE_FORMAT
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"kind": "kokoro-style", "format": self.format, "weights": self.weights,
-                           "timbre_away": self.timbre_away, "prosody_away": self.prosody_away},
-                          sort_keys=True).encode()
+        raw: dict[str, object] = {"kind": "kokoro-style", "format": self.format, "weights": self.weights,
+                                  "timbre_away": self.timbre_away, "prosody_away": self.prosody_away}
+        if self.match is not None:
+            raw["match"] = json.loads(self.match.to_bytes())
+        return json.dumps(raw, sort_keys=True).encode()
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> KokoroStyle:
@@ -72,12 +82,13 @@ class KokoroStyle:
                 raise ValueError("not a Kokoro style")
             weights = {str(k): float(v) for k, v in dict(raw["weights"]).items()}
             away = (float(raw.get("timbre_away", 0.0)), float(raw.get("prosody_away", 0.0)))
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            match = MatchProfile.from_bytes(json.dumps(raw["match"]).encode()) if "match" in raw else None
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, ProfileError) as exc:
             raise StyleError("This voice's profile is damaged; register the voice again.") from exc
         if not weights or not all(math.isfinite(v) and v >= 0 for v in (*weights.values(),)) \
                 or not all(math.isfinite(a) and abs(a) <= MAX_AWAY for a in away) or sum(weights.values()) <= 0:
             raise StyleError("This voice's profile is damaged; register the voice again.")
-        return cls(weights=weights, timbre_away=away[0], prosody_away=away[1])
+        return cls(weights=weights, timbre_away=away[0], prosody_away=away[1], match=match)
 
     @staticmethod
     def is_style(blob: bytes) -> bool:
@@ -122,15 +133,17 @@ class FitReport:
     score: float = 0.0
 
 
-Render = Callable[[np.ndarray], np.ndarray]  # style rows -> 16 kHz audio of FIT_TEXT
+Render = Callable[[str, np.ndarray], np.ndarray]  # English text, style rows -> 16 kHz audio
 
 
 class StyleFit:
     """The search for one clip's style over the packs of one language (`candidates`)."""
 
     def __init__(self, clip: Voiceprint, packs: dict[str, Voiceprint], style: Callable[[str], np.ndarray],
-                 render: Render, progress: Progress | None = None, *, stages: str = "refine") -> None:
+                 render: Render, progress: Progress | None = None, *, stages: str = "clear",
+                 audio: np.ndarray | None = None) -> None:
         self.clip = clip
+        self.audio = audio  # the clip at RATE (the correction is fitted to it; without it there is none)
         self.packs = packs
         self.style = style
         self.render = render
@@ -140,7 +153,7 @@ class StyleFit:
         self.stages = stages
         self.centre = np.mean([style(n) for n in packs], axis=0)
         self.report = FitReport()
-        self._total = len(BLENDS) + (4 * len(STEPS) if stages == "refine" else 0)
+        self._total = len(BLENDS) + (4 * len(STEPS) if self.goes_to("refine") else 0) + self.goes_to("clear")
         self._cache: dict[bytes, float] = {}
         self._heard: dict[bytes, Voiceprint] = {}
 
@@ -149,7 +162,7 @@ class StyleFit:
         key = candidate.to_bytes()
         if key in self._cache:
             return self._cache[key]
-        audio = self.render(candidate.rows(self.style, self.centre))
+        audio = self.render(FIT_TEXT, candidate.rows(self.style, self.centre))
         heard = self._heard[key] = Voiceprint.of(audio)
         value = embedding.similarity(heard.embedding, self.clip.embedding)
         refused = not self._guarded(heard)
@@ -193,12 +206,29 @@ class StyleFit:
             value, _, best = max(scored)
             if value == -math.inf:  # every blend refused by the F0 guard: the one nearest the clip's pitch
                 best = min(candidates, key=lambda c: abs(self._heard[c.to_bytes()].f0_median - self.clip.f0_median))
-        if self.stages == "refine" and value > -math.inf:
+        if self.goes_to("refine") and value > -math.inf:
             best, value = self._refined(best, value)
+        if self.goes_to("clear") and self.audio is not None:
+            best = self._corrected(best)
         self.report.seconds = time.perf_counter() - start
         self.report.score = value
         self.progress(1.0)
         return best
+
+    def goes_to(self, stage: str) -> bool:
+        return STAGES.index(self.stages) >= STAGES.index(stage)
+
+    def _corrected(self, best: KokoroStyle) -> KokoroStyle:
+        """The style with `clear` matching's correction toward the clip, fitted against the style's own render."""
+        rows = best.rows(self.style, self.centre)
+        try:
+            calibration = matching.calibrate(lambda text: (self.render(text, rows), RATE))
+            match = matching.estimate_profile(self.audio, RATE, calibration=calibration,
+                                              reference_embedding=self.clip.embedding, parts=matching.SHIPPED_PARTS)
+        except EngineError as exc:  # no voice heard in the render or the clip: the style as it renders
+            log.info("no correction for this style: %s", exc)
+            return best
+        return KokoroStyle(best.weights, **_aways(best), match=match)
 
     def _refined(self, best: KokoroStyle, value: float) -> tuple[KokoroStyle, float]:
         """Coordinate ascent on (timbre_away, prosody_away), STEPS apart, within +-MAX_AWAY."""

@@ -12,6 +12,7 @@ from engine.backends.kokoro import SAMPLE_RATE
 from engine.backends.kokoro_voice import KokoroStyle, StyleError, StyleFit, Voiceprint
 from engine.base import Voice, VoiceProfile
 from engine.voices import embedding
+from engine.voices.matching import MatchProfile
 from engine.voices.registration import register_clip
 from tests.engine.test_kokoro import kokoro, render  # noqa: F401 (kokoro: the module's backend, a fixture)
 
@@ -24,14 +25,18 @@ ENGLISH = (SPOKEN, "Please bring your own water bottle to the trip on Saturday."
 
 
 def test_a_style_profile_round_trips_and_a_damaged_one_is_refused():
-    style = KokoroStyle({"am_michael": 1.0, "am_adam": 0.4}, timbre_away=0.4, prosody_away=-0.2)
+    match = MatchProfile(target_lf0_mean=4.9, target_lf0_std=0.2, source_lf0_mean=4.7, source_lf0_std=0.15, warp=1.04)
+    style = KokoroStyle({"am_michael": 1.0, "am_adam": 0.4}, timbre_away=0.4, prosody_away=-0.2, match=match)
     blob = style.to_bytes()
     assert KokoroStyle.is_style(blob) and KokoroStyle.from_bytes(blob) == style
+    before_correction = b'{"kind": "kokoro-style", "format": 1, "weights": {"am_adam": 1}}'  # fit 1's profiles
+    assert KokoroStyle.from_bytes(before_correction) == KokoroStyle({"am_adam": 1.0})
     assert not KokoroStyle.is_style(b'{"format": 3, "warp": 1.0}')
     for bad in (b"", b"{", b'{"kind": "kokoro-style", "format": 1, "weights": {}}',
                 b'{"kind": "kokoro-style", "format": 1, "weights": {"am_adam": -1}}',
                 b'{"kind": "kokoro-style", "format": 1, "weights": {"am_adam": 1}, "timbre_away": 9}',
-                b'{"kind": "kokoro-style", "format": 7, "weights": {"am_adam": 1}}'):
+                b'{"kind": "kokoro-style", "format": 7, "weights": {"am_adam": 1}}',
+                b'{"kind": "kokoro-style", "format": 1, "weights": {"am_adam": 1}, "match": {"warp": 1}}'):
         with pytest.raises(StyleError, match="register the voice again"):
             KokoroStyle.from_bytes(bad)
 
@@ -51,6 +56,7 @@ def test_a_packs_own_voice_is_fitted_to_that_pack_with_progress(kokoro):
     blob = kokoro.extract_features(clip, SAMPLE_RATE, CLIP_TEXT, progress=seen.append)
     style = KokoroStyle.from_bytes(blob)
     assert max(style.weights, key=style.weights.get) == "am_michael", style
+    assert style.match is not None  # the correction toward the clip was fitted
     assert seen and seen == sorted(seen) and seen[-1] == 1.0 and len(seen) >= 6
 
     voice = Voice(name="v1", profile=VoiceProfile("v1", "kokoro", kokoro.info.version, blob))
@@ -73,7 +79,7 @@ def test_a_clip_at_a_womans_pitch_is_not_given_a_mans_style(kokoro):
     clip = to16k(render(kokoro, CLIP_TEXT, Voice(name="af_bella")), SAMPLE_RATE)
     prints = kokoro.voiceprints()
     fit = StyleFit(Voiceprint.of(clip), prints, kokoro.model.style,
-                   lambda rows: kokoro.render("We met at the station.", rows), stages="blend")
+                   lambda _text, rows: kokoro.render("We met at the station.", rows), stages="blend")
     chosen = fit.run()
     assert all(name[1] == "f" for name in chosen.weights), chosen
     assert len(fit.report.tried) >= 3 and fit.report.score > 0.6
@@ -90,11 +96,13 @@ def test_registration_stores_the_style_and_an_earlier_piper_profile_still_speaks
     try:
         reg = register_clip(out.getvalue(), CLIP_TEXT, [kokoro])
     finally:
-        kokoro.fit_stages = "refine"
+        kokoro.fit_stages = "clear"
     blob = reg.features[("kokoro", kokoro.info.version)]
     assert KokoroStyle.from_bytes(blob).weights == {"bm_george": 1.0} and reg.profile is None
     earlier = kokoro.piper.extract_features(soxr.resample(render(kokoro, CLIP_TEXT, Voice(name="bm_george")),
                                                           SAMPLE_RATE, 16_000), 16_000, CLIP_TEXT)
     voice = Voice(name="v2", profile=VoiceProfile("v2", "kokoro", "an earlier version", earlier))
     assert kokoro.voice_languages(voice) == ("en",)
-    assert wer(Recognizer(), [(SPOKEN, to16k(render(kokoro, SPOKEN, voice), SAMPLE_RATE))]) <= 0.3
+    # Piper samples its noise: over these three sentences 0.13-0.33 in four runs (raw Piper 0.09-0.21); silence
+    # or another voice's garble would be near 1
+    assert wer(Recognizer(), [(t, to16k(render(kokoro, t, voice), SAMPLE_RATE)) for t in ENGLISH]) <= 0.4
