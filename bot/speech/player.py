@@ -7,8 +7,9 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
+from bot.aio import first_of
 from bot.speech.connection import VoiceConnection
 from bot.speech.driver import End, Track, VoiceDriver
 from bot.speech.pacing import FRAME_S, Pacer
@@ -18,7 +19,6 @@ from engine.base import EngineError
 
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
-PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
 
@@ -27,12 +27,14 @@ class Player:
     """Plays a guild's utterances, one at a time, through its VoiceConnection and the process's voice driver."""
 
     def __init__(self, guild_id: int, connection: VoiceConnection, driver: VoiceDriver, pacer: Pacer, *,
-                 rate: Callable[[Request], float], e2ee_wait_s: float) -> None:
+                 rate: Callable[[Request], float], load_changed: Callable[[], Awaitable[None]],
+                 e2ee_wait_s: float) -> None:
         self.guild_id = guild_id
         self.connection = connection
         self.driver = driver
         self.pacer = pacer  # learns each played utterance's length
         self.rate = rate  # this guild's share of the engine for a request, now
+        self.load_changed = load_changed  # returns when the engine's load (and so `rate`) changes next
         self.e2ee_wait_s = e2ee_wait_s
         self.track: Track | None = None  # what the driver plays now
         self.underruns = 0
@@ -77,8 +79,8 @@ class Player:
             need = self.pacer.buffer_needed(progress, rate)
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
-            await src.wait_buffered(want, PACING_POLL_S)
-            await asyncio.sleep(0)  # never spin: the engine's share is looked at again after a pass of the loop
+            # looked at again when more audio is made or the engine's load (and so this guild's share) changes
+            await first_of(src.wait_buffered(want), self.load_changed())
         utt.held_s = time.monotonic() - held
 
     async def play(self, utt: Utterance) -> Outcome | None:

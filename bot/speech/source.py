@@ -109,20 +109,18 @@ class StreamingSource:
         self.first_frame_ready.set()  # wake a waiter even when nothing came
         self._grew.set()
 
-    async def wait_buffered(self, frames: int, timeout: float) -> None:
-        """Wait (at most `timeout` s) until `frames` are buffered, the producer is done or the source closed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        want = min(frames, self.max_frames)
-        while not (self._finished or self._closed or self.buffered_frames >= want):
-            self._grew.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            try:
-                await asyncio.wait_for(self._grew.wait(), remaining)
-            except TimeoutError:
-                return
+    async def wait_buffered(self, frames: int, timeout: float | None = None) -> None:
+        """Wait (at most `timeout` s) until `frames` are buffered, the producer is done, the source closed or
+        asked to give way before a frame was played."""
+        try:
+            async with asyncio.timeout(timeout):
+                want = min(frames, self.max_frames)
+                while not (self._finished or self._closed or self.buffered_frames >= want
+                           or (self._yield and not self.frames_read)):
+                    self._grew.clear()
+                    await self._grew.wait()
+        except TimeoutError:
+            return
 
     @property
     def finished(self) -> bool:

@@ -52,7 +52,8 @@ class GuildSpeaker:
         self.pacer = pacer or Pacer()
         self.on_utterance = on_utterance
         self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
-        self.player = Player(guild_id, connection, self.driver, self.pacer, rate=self.rate, e2ee_wait_s=e2ee_wait_s)
+        self.player = Player(guild_id, connection, self.driver, self.pacer, rate=self.rate,
+                             load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s)
         self.catch_up = catch_up  # the most speech is sped up while the channel is behind
         self._synth_slots = asyncio.Semaphore(max(1, per_guild))
         # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
