@@ -10,10 +10,11 @@ import time
 from collections.abc import Awaitable, Callable
 
 from bot.aio import first_of
-from bot.speech.connection import VoiceConnection
+from bot.speech.call import GuildCall
 from bot.speech.driver import End, Track, VoiceDriver
 from bot.speech.pacing import FRAME_S, Pacer
 from bot.speech.source import StreamingSource
+from bot.speech.track_handle import TrackHandle
 from bot.speech.utterance import Outcome, Request, Utterance
 from engine.base import EngineError
 
@@ -26,23 +27,18 @@ E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready w
 class Player:
     """Plays a guild's utterances, one at a time, through its VoiceConnection and the process's voice driver."""
 
-    def __init__(self, guild_id: int, connection: VoiceConnection, driver: VoiceDriver, pacer: Pacer, *,
+    def __init__(self, guild_id: int, call: GuildCall, driver: VoiceDriver, pacer: Pacer, *,
                  rate: Callable[[Request], float], load_changed: Callable[[], Awaitable[None]],
                  e2ee_wait_s: float) -> None:
         self.guild_id = guild_id
-        self.connection = connection
+        self.call = call  # its connection, and the track whose turn it is (set here while an utterance plays)
+        self.connection = call.connection
         self.driver = driver
         self.pacer = pacer  # learns each played utterance's length
         self.rate = rate  # this guild's share of the engine for a request, now
         self.load_changed = load_changed  # returns when the engine's load (and so `rate`) changes next
         self.e2ee_wait_s = e2ee_wait_s
-        self.track: Track | None = None  # what the driver plays now
         self.underruns = 0
-
-    def stop(self) -> None:
-        """Stop the track playing now, if any (the driver ends it at its next tick)."""
-        if self.track is not None:
-            self.track.stop()
 
     async def fail(self, utt: Utterance, message: str) -> Outcome:
         """`utt` failed: the author is told `message` (when they can be)."""
@@ -84,9 +80,17 @@ class Player:
         utt.held_s = time.monotonic() - held
 
     async def play(self, utt: Utterance) -> Outcome | None:
-        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play)."""
-        src = utt.source
-        assert src is not None
+        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play). The
+        call's track is its handle meanwhile (stop, give way)."""
+        assert utt.source is not None
+        handle = self.call.track = TrackHandle(utt.source)
+        try:
+            return await self._play(utt, handle)
+        finally:
+            self.call.track = None
+
+    async def _play(self, utt: Utterance, handle: TrackHandle) -> Outcome | None:
+        src = handle.source
         src.resume()
         try:
             await src.wait_started(FIRST_AUDIO_TIMEOUT_S)
@@ -121,19 +125,15 @@ class Player:
         if self._yields(src):  # asked-for speech came while this was about to start
             return None
         try:
-            track = self.driver.play(src, self.connection, hold_limit_s=self.e2ee_wait_s)
+            track = self.driver.play(src, self.connection.sink, hold_limit_s=self.e2ee_wait_s)
         except Exception as exc:
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
             return await self.fail(utt, "I could not play in the voice channel right now. Try again.")
-        self.track = track
-        try:
-            end = await track.done
-        finally:
-            self.track = None
+        end = await handle.play(track)
         utt.e2ee_wait_s += track.held_s
-        if src.first_read_at is not None:
-            utt.ttfa = src.first_read_at - utt.request.created_at
+        if src.stats.first_read_at is not None:
+            utt.ttfa = src.stats.first_read_at - utt.request.created_at
         return await self._ended(utt, src, track, end)
 
     async def _ended(self, utt: Utterance, src: StreamingSource, track: Track, end: End) -> Outcome | None:
