@@ -163,9 +163,10 @@ class SpeechService:
         speaks the message's language (bot/languages.py) (or a Refusal)."""
         guild = order.guild
         gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
+        mentioned = mentioned_user_ids(order.text)
         if order.names is None:
-            order.names = await fetch_mentioned_members(order.text, guild)
-        order.names.update(await self.prefs.spoken_names(guild.id, mentioned_user_ids(order.text)))  # their choice
+            order.names = await fetch_mentioned_members(mentioned, guild)
+        order.names.update(await self.prefs.spoken_names(guild.id, mentioned))  # the names they chose
         words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
         text, body = spoken_text(order, self.settings, gp, words)
         voice = await self._voice(order)
