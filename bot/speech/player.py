@@ -151,6 +151,7 @@ class Player:
             return None
         self.underruns += src.underruns
         if utt.skipped:
+            src.close()  # (a track that gave way just as it was skipped keeps its rest buffered: dropped here)
             return Outcome.SKIPPED
         if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
             return await self.fail(utt, self._error_text(utt, src.error))

@@ -108,7 +108,8 @@ class GuildSpeaker:
         if utt is None:
             return False
         utt.skipped = True
-        self.call.stop_track()
+        if not self.call.stop_track() and utt.source is not None:  # between its turn's handle and its end
+            utt.source.close()
         return True
 
     def stop(self) -> int:

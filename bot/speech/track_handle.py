@@ -16,9 +16,9 @@ class TrackHandle:
     def stop(self) -> None:
         """End it: a playing track at the driver's next tick (with the end-of-speech silence; the driver frees its
         buffer); one not playing yet at once (its synthesis cancelled, whoever waits on it woken)."""
-        if self.track is not None:
+        if self.track is not None and self.track.end is None:
             self.track.stop()
-        else:
+        else:  # not playing yet, or its track just ended (having given way: its rest is still buffered)
             self.source.close()
 
     def give_way(self) -> None:
