@@ -116,7 +116,7 @@ async def run(guilds: int, seconds: float) -> list[Metric]:
 
                     src.start(chunks())
                     await asyncio.wait_for(src.producer, 60)
-                    tracks.append(bot.speech.driver.play(src, sp.connection, hold_limit_s=10.0))
+                    tracks.append(bot.speech.driver.play(src, sp.connection.sink, hold_limit_s=10.0))
                 await asyncio.wait_for(asyncio.gather(*(t.done for t in tracks)), seconds * 4 + 30)
                 await asyncio.sleep(0.1)  # the driver folds its CPU time in once it has no tracks
                 driver_cpu = bot.speech.driver.cpu_s - cpu0

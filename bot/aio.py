@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 
 async def cancel_and_wait(task: asyncio.Task | None) -> None:
@@ -14,3 +15,13 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
         await task
     except (asyncio.CancelledError, Exception):
         pass
+
+
+async def first_of(*awaitables: Awaitable[object]) -> None:
+    """Wait until the first of `awaitables` is done; the others are cancelled."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            await cancel_and_wait(task)

@@ -234,6 +234,11 @@ class Engine(Protocol):
         """This key's view of the engine's load (as an urgent request's, served before the others)."""
         ...
 
+    async def capacity_changed(self) -> None:
+        """Return at the next change of the load `capacity` sees (a slot asked for, granted or freed, a new
+        speed, a competing key aged out): the speech side waits on it instead of polling."""
+        ...
+
     def languages(self) -> dict[str, str]:
         """Every language some voice of this engine speaks: base code -> English name."""
         ...

@@ -65,6 +65,7 @@ class Scheduler:
         self._levels: tuple[_Level, _Level] = (_Level(), _Level())
         self._running: dict[Hashable, int] = {}
         self._total = 0
+        self.on_change: Callable[[], None] | None = None  # told after each waiter, grant and release
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -135,7 +136,9 @@ class Scheduler:
     def _dispatch(self) -> None:
         while self._total < self.max_concurrency:
             if not self._grant_one():
-                return  # nobody waits, or every waiting key is at its limit
+                break  # nobody waits, or every waiting key is at its limit
+        if self.on_change is not None:
+            self.on_change()
 
     def _grant_one(self) -> bool:
         """Grant the waiter that goes first and whose key is under its limit; False when there is none.

@@ -33,6 +33,7 @@ from engine.base import (
     Voice,
 )
 from engine.catalog import VoiceCatalog
+from engine.load_changes import LoadChanges
 from engine.backends.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
 from engine.segment import clean_text, split_segments
@@ -209,6 +210,8 @@ class StreamingEngine:
         self.settings = settings or EngineSettings()
         self.scheduler = scheduler or Scheduler(self.settings.max_concurrency, self.settings.per_key_limit)
         self.counters = EngineCounters()
+        self._load = LoadChanges()  # capacity_changed(): the scheduler's waiters, grants and releases, the speed
+        self.scheduler.on_change = self._load.notify
         self._recent_keys: dict[Hashable, float] = {}  # key -> loop time it last asked for a slot
         self.max_abandoned = max(0, self.settings.max_abandoned)
         self._async = _is_async(backend)
@@ -332,6 +335,7 @@ class StreamingEngine:
             if self.trace is not None:
                 self.trace("synthesized", key, job.index)
             self.counters.segment_done(time.perf_counter() - t0, produced / backend.info.sample_rate)
+            self._load.notify()
             if job.first_at is not None:
                 self.counters.first_chunk(job.first_at - t0)
             job.queue.put_nowait(_END)
@@ -493,11 +497,17 @@ class StreamingEngine:
         )
 
     def _keys_since(self, seconds: float) -> set[Hashable]:
-        """Keys that asked for a slot in the last `seconds` (older ones are forgotten here)."""
+        """Keys that asked for a slot in the last `seconds` (older ones are forgotten here; the load changes
+        when the first of the rest ages out)."""
         horizon = asyncio.get_running_loop().time() - seconds
         for k in [k for k, t in self._recent_keys.items() if t < horizon]:
             del self._recent_keys[k]
+        if self._recent_keys:
+            self._load.notify_later(min(self._recent_keys.values()) - horizon)
         return set(self._recent_keys)
+
+    async def capacity_changed(self) -> None:
+        await self._load.wait()
 
     def stats(self) -> EngineStats:
         sched = self.scheduler.stats()
@@ -515,6 +525,7 @@ class StreamingEngine:
         if self._closed:
             return
         self._closed = True
+        self._load.close()
         self._pool.shutdown()
         if self._registrar is not None:
             self._registrar.shutdown(wait=False, cancel_futures=True)

@@ -1,4 +1,5 @@
-"""VoiceConnection: a guild's call, the only code touching discord.py's VoiceClient; its state from voice events."""
+"""VoiceConnection: a guild's voice connection, with bot/speech/call_events.py (its state from voice events) and
+bot/speech/voice_sink.py (the driver's side) the only code touching discord.py's VoiceClient."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from collections.abc import Callable
 import discord
 
 from bot.errors import UserError
-from bot.speech.connection_state import LIVE, ConnectionState, StateWatch
-from bot.speech.e2ee import DAVE_REQUIRED_CLOSE, e2ee_expected, may_speak, privacy_code
-from bot.speech.voice_client import Kind, ObservedVoiceClient, VoiceEvent
+from bot.speech.call_events import CallEvents
+from bot.speech.connection_state import LIVE, ConnectionState
+from bot.speech.e2ee import e2ee_expected, privacy_code
+from bot.speech.voice_client import ObservedVoiceClient
+from bot.speech.voice_sink import VoiceSink
 
 log = logging.getLogger(__name__)
 NO_DAVE = ("Discord requires end-to-end encrypted voice (DAVE) in {channel}, and this bot's voice library did not "
@@ -37,10 +40,10 @@ def check_can_join(channel: VoiceChannel) -> None:
 class VoiceConnection:
     """Owns which channel the bot should be in for one guild, gets it there, and says where the call stands.
 
-    Join with permission checks, move, leave, reconnect when dropped; a ConnectionState driven by the events of
-    ObservedVoiceClient (bot/speech/voice_client.py) and the guild's voice states; the voice driver's sink (Opus
-    frames, the speaking flag). A voice server refusing a client without end-to-end encryption (close 4017) is
-    reported at once.
+    Join with permission checks, move, leave, reconnect when dropped; its ConnectionState is its CallEvents' (driven
+    by the events of ObservedVoiceClient, bot/speech/voice_client.py, and the guild's voice states); its `sink` is
+    the voice driver's (Opus frames, the speaking flag). A voice server refusing a client without end-to-end
+    encryption (close 4017) is reported at once.
     """
 
     def __init__(self, client: discord.Client, guild_id: int, *, timeout: float = 20.0,
@@ -49,61 +52,41 @@ class VoiceConnection:
         self.client = client
         self.guild_id = guild_id
         self.timeout = timeout
-        self.channel_id: int | None = None  # where we want to be; None after leave() or a drop
-        self._on_state = on_state
-        self._watch = StateWatch(self._state_changed)
-        self._vc: ObservedVoiceClient | None = None  # the VoiceClient we made; None once discord.py removed it
+        self.events = CallEvents(guild_id, on_state)  # where the call stands, from voice events
         self._voice_client_cls = voice_client_cls
-        self._refused: asyncio.Future[int] | None = None  # a 4017 close while our connect is under way
         self._lock = asyncio.Lock()
+        self.sink = VoiceSink(lambda: self.events.vc, client, timeout)  # the voice driver's side
 
     # -- state -----------------------------------------------------------------------------------
     @property
     def state(self) -> ConnectionState:
-        return self._watch.state
+        return self.events.state
+
+    @property
+    def channel_id(self) -> int | None:
+        """The channel the bot should be in; None after leave() or a drop."""
+        return self.events.channel_id
 
     async def wait_for(self, *states: ConnectionState, timeout: float) -> bool:
         """Wait (at most `timeout` s, woken by events) until the state is one of `states`; False on timeout."""
-        return await self._watch.wait_for(*states, timeout=timeout)
+        return await self.events.watch.wait_for(*states, timeout=timeout)
 
     def is_connected(self) -> bool:
-        vc = self._vc
-        return vc is not None and vc.is_connected()
+        return self.events.is_connected()
 
     @property
     def channel(self) -> discord.abc.GuildChannel | None:
-        vc = self._vc
+        vc = self.events.vc
         return vc.channel if vc is not None else None
 
     @property
     def privacy_code(self) -> str | None:
         """The call's voice privacy code (compare it with the one your Discord client shows); None before E2EE."""
-        return privacy_code(self._vc)
+        return privacy_code(self.events.vc)
 
     def members_changed(self) -> None:
         """Someone's voice state changed in this guild: whether listeners expect E2EE may have changed."""
-        self._settle()
-
-    # -- the voice driver's side (its thread) ----------------------------------------------------
-    def ready_to_send(self) -> bool:
-        """Connected, and every frame sent now would be heard. Read from discord.py's facts at each tick, not from
-        `state`: the driver must not send the frame after a change that no event announced (an invalid commit)."""
-        vc = self._vc
-        return vc is not None and vc.is_connected() and may_speak(vc)
-
-    def send_opus(self, packet: bytes) -> None:
-        """One Opus frame: DAVE (davey), transport encryption (PyNaCl) and RTP by discord.py's VoiceClient."""
-        vc = self._vc
-        if vc is not None:
-            vc.send_audio_packet(packet, encode=False)
-
-    def set_speaking(self, speaking: bool) -> None:
-        """The speaking flag Discord shows (sent from the event loop)."""
-        vc = self._vc
-        if vc is None or vc.ws is None:
-            return
-        state = discord.SpeakingState.voice if speaking else discord.SpeakingState.none
-        asyncio.run_coroutine_threadsafe(vc.ws.speak(state), self.client.loop)
+        self.events.settle()
 
     # -- what the speaker and the commands call ---------------------------------------------------
     async def join(self, channel: VoiceChannel) -> None:
@@ -136,23 +119,23 @@ class VoiceConnection:
 
     async def wait_e2ee(self, timeout: float) -> bool:
         """Wait (at most `timeout` s) until frames sent now would be heard (E2EE_READY); False otherwise."""
-        self._settle()
+        self.events.settle()
         if not await self.wait_for(S.E2EE_READY, S.DROPPED, S.DISCONNECTED, timeout=timeout):
-            self._settle()  # one last look: a DAVE group joined by a binary MLS message alone announces nothing
+            self.events.settle()  # one last look: a DAVE group joined by a binary MLS message alone announces nothing
         return self.state is S.E2EE_READY
 
     async def wait_privacy_code(self, timeout: float) -> str | None:
         """The privacy code once E2EE is ready (waiting at most `timeout` s); None when nobody else is in the call."""
-        vc = self._vc
+        vc = self.events.vc
         if vc is not None and e2ee_expected(vc):
             await self.wait_e2ee(timeout)
         return self.privacy_code
 
     async def leave(self) -> bool:
         async with self._lock:
-            self.channel_id = None
-            self._watch.set(S.DISCONNECTED)  # before discord.py's cleanup, so its removal reads as ours
-            vc = self._vc
+            self.events.channel_id = None
+            self.events.watch.set(S.DISCONNECTED)  # before discord.py's cleanup, so its removal reads as ours
+            vc = self.events.vc
             if vc is None:
                 return False
             await vc.disconnect(force=True)
@@ -167,12 +150,12 @@ class VoiceConnection:
 
     async def _join(self, channel: VoiceChannel) -> None:
         async with self._lock:
-            self.channel_id = channel.id
-            vc = self._vc
+            self.events.channel_id = channel.id
+            vc = self.events.vc
             if vc is not None and vc.is_connected() and vc.channel.id == channel.id:
-                self._settle(force=True)
+                self.events.settle(force=True)
                 return
-            self._watch.set(S.CONNECTING)
+            self.events.watch.set(S.CONNECTING)
             try:
                 if vc is not None and vc.is_connected():
                     await vc.move_to(channel, timeout=RECONNECT_GRACE_S)  # on timeout discord.py only logs
@@ -186,19 +169,19 @@ class VoiceConnection:
                         await vc.disconnect(force=True)
                     await self._connect(channel)
             except BaseException as exc:
-                self.channel_id = None
-                self._watch.set(S.DISCONNECTED)
+                self.events.channel_id = None
+                self.events.watch.set(S.DISCONNECTED)
                 if isinstance(exc, asyncio.TimeoutError):
                     raise UserError(f"I could not connect to {channel.mention} in time. Try again.") from None
                 if isinstance(exc, discord.ClientException):
                     raise UserError(f"I could not connect to {channel.mention}: {exc}") from None
                 raise
-            self._watch.set(self._from_facts())
+            self.events.watch.set(self.events.from_facts())
 
     async def _connect(self, channel: VoiceChannel) -> None:
         """channel.connect with our VoiceClient, except that a 4017 close (no DAVE offered) ends it at once:
         discord.py would retry for the whole timeout, and no retry can succeed."""
-        self._refused = refused = asyncio.get_running_loop().create_future()
+        self.events.refused = refused = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(channel.connect(timeout=self.timeout, self_deaf=True, reconnect=True,
                                                      cls=self._new_voice_client))
         try:
@@ -207,92 +190,18 @@ class VoiceConnection:
             task.cancel()
             raise
         finally:
-            self._refused = None
+            self.events.refused = None
         if task.done():
             task.result()
             return
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        if self._vc is not None:
-            await self._vc.disconnect(force=True)
+        if self.events.vc is not None:
+            await self.events.vc.disconnect(force=True)
         log.error("guild %s: voice server closed with 4017: this client does not offer DAVE (is davey installed?)",
                   self.guild_id)
         raise UserError(NO_DAVE.format(channel=channel.mention))
 
     def _new_voice_client(self, client: discord.Client, channel: discord.abc.Connectable) -> ObservedVoiceClient:
-        self._vc = self._voice_client_cls(client, channel, listener=self._on_voice_event)
-        return self._vc
-
-    # -- events ------------------------------------------------------------------------------------
-    def _on_voice_event(self, vc: ObservedVoiceClient, event: VoiceEvent) -> None:
-        """The one place voice events become states (called on the event loop by ObservedVoiceClient)."""
-        if vc is not self._vc:
-            return  # a VoiceClient we already replaced
-        if event.kind is Kind.FLOW:
-            self._on_flow(event)
-        elif event.kind is Kind.WS_OP:
-            self._settle()  # DAVE: session description, transition executed, new epoch
-        elif event.kind is Kind.CHANNEL:
-            self._on_channel(event.channel_id)
-        elif event.kind is Kind.REMOVED:
-            self._on_removed()
-
-    def _on_flow(self, event: VoiceEvent) -> None:
-        state = self.state
-        if event.connected:
-            if state in (S.RECONNECTING, S.MOVED):
-                log.info("guild %s: voice connection back (%s)", self.guild_id, state.value)
-                self._watch.set(self._from_facts())
-            return
-        if state is S.CONNECTING and event.close_code == DAVE_REQUIRED_CLOSE:
-            if self._refused is not None and not self._refused.done():
-                self._refused.set_result(event.close_code)
-        elif state in LIVE:
-            log.info("guild %s: voice connection closed (code %s); discord.py is reconnecting", self.guild_id,
-                     event.close_code)
-            self._watch.set(S.RECONNECTING)
-
-    def _on_channel(self, channel_id: int | None) -> None:
-        """The bot's own voice state: a channel other than the wanted one, outside our join, is a move to follow.
-        No channel while the call is up is a disconnect by someone else (discord.py's own reconnects take the
-        call down before they leave the channel, and a leave of ours is DISCONNECTED already)."""
-        if channel_id is None:
-            if self.state in LIVE and self.is_connected():
-                self._dropped()
-            return
-        if self.channel_id in (None, channel_id) or self.state is S.CONNECTING:
-            return
-        log.info("guild %s: moved to channel %s; following", self.guild_id, channel_id)
-        self.channel_id = channel_id
-        self._watch.set(S.MOVED)
-
-    def _on_removed(self) -> None:
-        self._vc = None
-        if self.state not in (S.DISCONNECTED, S.CONNECTING, S.DROPPED):  # not our leave(), our join or known
-            self._dropped()
-
-    def _dropped(self) -> None:
-        log.info("guild %s: disconnected from voice by Discord or an admin (or discord.py gave up)", self.guild_id)
-        self.channel_id = None
-        self._watch.set(S.DROPPED)
-
-    def _state_changed(self, before: ConnectionState, now: ConnectionState) -> None:
-        log.debug("guild %s: voice connection %s -> %s", self.guild_id, before.value, now.value)
-        if self._on_state is not None:
-            self._on_state(before, now)
-
-    def _settle(self, *, force: bool = False) -> None:
-        """CONNECTED or E2EE_READY by discord.py's facts, while in the call (and, unless `force`, while no
-        reconnect, move or join is under way: those end with their own events)."""
-        if force or self.state in LIVE:
-            state = self._from_facts()
-            if state in LIVE:
-                self._watch.set(state)
-
-    def _from_facts(self) -> ConnectionState:
-        vc = self._vc
-        if vc is None:
-            return S.DISCONNECTED if self.channel_id is None else S.DROPPED
-        if not vc.is_connected():
-            return S.RECONNECTING
-        return S.E2EE_READY if may_speak(vc) else S.CONNECTED
+        self.events.vc = self._voice_client_cls(client, channel, listener=self.events.on_voice_event)
+        return self.events.vc

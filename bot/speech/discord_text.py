@@ -59,10 +59,10 @@ def speakable_content(content: str, guild: discord.Guild | None, options: TextOp
     return speakable(content, mentions_in(content, guild, extra_users), options)
 
 
-async def fetch_mentioned_members(content: str, guild: discord.Guild) -> dict[int, str]:
-    """Display names of mentioned members missing from the cache (the bot runs without the members
-    intent): a few are asked of Discord, bounded in count and time; the rest are read generically."""
-    missing = [uid for uid in _ids(_USER, content) if guild.get_member(uid) is None][:MAX_FETCHES]
+async def fetch_mentioned_members(user_ids: list[int], guild: discord.Guild) -> dict[int, str]:
+    """Display names of the mentioned members (`mentioned_user_ids`) missing from the cache (the bot runs without
+    the members intent): a few are asked of Discord, bounded in count and time; the rest are read generically."""
+    missing = [uid for uid in user_ids if guild.get_member(uid) is None][:MAX_FETCHES]
 
     async def one(uid: int) -> tuple[int, str] | None:
         try:

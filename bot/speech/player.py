@@ -7,18 +7,19 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from bot.speech.connection import VoiceConnection
+from bot.aio import first_of
+from bot.speech.call import GuildCall
 from bot.speech.driver import End, Track, VoiceDriver
 from bot.speech.pacing import FRAME_S, Pacer
 from bot.speech.source import StreamingSource
+from bot.speech.track_handle import TrackHandle
 from bot.speech.utterance import Outcome, Request, Utterance
 from engine.base import EngineError
 
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
-PACING_POLL_S = 0.25  # how often a held utterance looks again at the engine's share
 E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready within {:.0f} s, so nobody could "
                   "have heard me. Try again, or use /leave and /join.")
 
@@ -26,21 +27,18 @@ E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready w
 class Player:
     """Plays a guild's utterances, one at a time, through its VoiceConnection and the process's voice driver."""
 
-    def __init__(self, guild_id: int, connection: VoiceConnection, driver: VoiceDriver, pacer: Pacer, *,
-                 rate: Callable[[Request], float], e2ee_wait_s: float) -> None:
+    def __init__(self, guild_id: int, call: GuildCall, driver: VoiceDriver, pacer: Pacer, *,
+                 rate: Callable[[Request], float], load_changed: Callable[[], Awaitable[None]],
+                 e2ee_wait_s: float) -> None:
         self.guild_id = guild_id
-        self.connection = connection
+        self.call = call  # its connection, and the track whose turn it is (set here while an utterance plays)
+        self.connection = call.connection
         self.driver = driver
         self.pacer = pacer  # learns each played utterance's length
         self.rate = rate  # this guild's share of the engine for a request, now
+        self.load_changed = load_changed  # returns when the engine's load (and so `rate`) changes next
         self.e2ee_wait_s = e2ee_wait_s
-        self.track: Track | None = None  # what the driver plays now
         self.underruns = 0
-
-    def stop(self) -> None:
-        """Stop the track playing now, if any (the driver ends it at its next tick)."""
-        if self.track is not None:
-            self.track.stop()
 
     async def fail(self, utt: Utterance, message: str) -> Outcome:
         """`utt` failed: the author is told `message` (when they can be)."""
@@ -77,14 +75,22 @@ class Player:
             need = self.pacer.buffer_needed(progress, rate)
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
-            await src.wait_buffered(want, PACING_POLL_S)
-            await asyncio.sleep(0)  # never spin: the engine's share is looked at again after a pass of the loop
+            # looked at again when more audio is made or the engine's load (and so this guild's share) changes
+            await first_of(src.wait_buffered(want), self.load_changed())
         utt.held_s = time.monotonic() - held
 
     async def play(self, utt: Utterance) -> Outcome | None:
-        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play)."""
-        src = utt.source
-        assert src is not None
+        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play). The
+        call's track is its handle meanwhile (stop, give way)."""
+        assert utt.source is not None
+        handle = self.call.track = TrackHandle(utt.source)
+        try:
+            return await self._play(utt, handle)
+        finally:
+            self.call.track = None
+
+    async def _play(self, utt: Utterance, handle: TrackHandle) -> Outcome | None:
+        src = handle.source
         src.resume()
         try:
             await src.wait_started(FIRST_AUDIO_TIMEOUT_S)
@@ -119,19 +125,15 @@ class Player:
         if self._yields(src):  # asked-for speech came while this was about to start
             return None
         try:
-            track = self.driver.play(src, self.connection, hold_limit_s=self.e2ee_wait_s)
+            track = self.driver.play(src, self.connection.sink, hold_limit_s=self.e2ee_wait_s)
         except Exception as exc:
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
             return await self.fail(utt, "I could not play in the voice channel right now. Try again.")
-        self.track = track
-        try:
-            end = await track.done
-        finally:
-            self.track = None
+        end = await handle.play(track)
         utt.e2ee_wait_s += track.held_s
-        if src.first_read_at is not None:
-            utt.ttfa = src.first_read_at - utt.request.created_at
+        if src.stats.first_read_at is not None:
+            utt.ttfa = src.stats.first_read_at - utt.request.created_at
         return await self._ended(utt, src, track, end)
 
     async def _ended(self, utt: Utterance, src: StreamingSource, track: Track, end: End) -> Outcome | None:
@@ -149,6 +151,7 @@ class Player:
             return None
         self.underruns += src.underruns
         if utt.skipped:
+            src.close()  # (a track that gave way just as it was skipped keeps its rest buffered: dropped here)
             return Outcome.SKIPPED
         if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
             return await self.fail(utt, self._error_text(utt, src.error))

@@ -6,6 +6,8 @@ import collections
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from bot.speech.pacing import Progress
+
 if TYPE_CHECKING:
     from bot.speech.utterance import Request, Utterance
 
@@ -89,3 +91,18 @@ class SpeechQueue:
 
     def _front_of_readout(self) -> int:
         return next((i for i, u in enumerate(self._waiting) if not u.request.urgent), len(self._waiting))
+
+    def progress_ahead_of(self, request: Request) -> tuple[list[Progress], list[Progress] | None]:
+        """How far what would play before `request` has come (for its expected wait), and of that what is
+        synthesized in the same slots as it (asked-for speech: only asked-for speech; readout: None, all of it)."""
+        utts = self.ahead_of(request)
+        ahead = [u.progress() for u in utts]
+        to_boundary = None
+        if self.gives_way_to(request):  # what plays now gives way (not heard yet: at once)
+            src = self.current.source
+            to_boundary = src.seconds_to_boundary() if src.frames_read else 0.0
+        if to_boundary is not None:  # what plays now gives way there: only that much of it is ahead
+            ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
+        # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it
+        first = [p for u, p in zip(utts, ahead) if u.request.urgent] if request.urgent else None
+        return ahead, first

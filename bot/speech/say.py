@@ -16,7 +16,7 @@ from bot.dictionary import apply as apply_dictionary
 from bot.errors import UserError
 from bot.speech.discord_text import speakable_content
 from bot.speech.text import TextOptions, truncate
-from bot.speech.utterance import Notify
+from bot.speech.utterance import Notify, Request
 from bot.storage.settings_repo import GuildPrefs
 
 
@@ -110,3 +110,26 @@ def spoken_text(order: SayOrder, speech: SpeechSettings, prefs: GuildPrefs,
     if not text:
         raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
     return text, body
+
+
+def admit_in_time(order: SayOrder, request: Request, wait: float, max_delay: float, *, behind: bool) -> None:
+    """Readout must start within the guild's max_delay (then it is skipped to catch up); asked-for speech is
+    refused with its `wait` when that is longer, and told the wait when it is long (order.expected_wait). Only
+    when something is ahead (`behind`): with nothing ahead, skipping would not catch anything up."""
+    order.expected_wait = wait
+    if order.kind == "readout":
+        request.start_by = request.created_at + max_delay
+        if wait > max_delay and behind:
+            raise Refusal(Reason.LATE, f"it could not be read within {max_delay:.0f} s")
+    elif wait > max_delay and behind:
+        raise Refusal(Reason.LATE, f"I'm busy here: that would start in about {wait:.0f} s, past this server's "
+                                   f"limit of {max_delay:.0f} s. Try again in a little while.")
+
+
+def queued_text(position: int, wait: float, notice_s: float) -> str:
+    """What the asker is told: speaking now, or queued (at `position`), with the expected wait when it is long."""
+    about = f" (starts in about {wait:.0f} s)" if wait > notice_s else ""
+    if position <= 1 and not about:
+        return "Speaking."
+    ahead = f"{position - 1} ahead of you" if position > 1 else "next"
+    return f"Queued: {ahead}{about}."

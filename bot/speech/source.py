@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 
+from bot.speech.feed import feed
 from bot.speech.pacing import FRAME_S
+from bot.speech.play_stats import PlayStats
 from engine.base import FRAME_BYTES, AudioChunk
 
-log = logging.getLogger(__name__)
 SILENCE = b"\x00" * FRAME_BYTES
 
 
@@ -36,8 +35,7 @@ class StreamingSource:
         self.frames_read = 0
         self.frames_written = 0
         self.first_frame_ready: asyncio.Event = asyncio.Event()
-        self.first_read_at: float | None = None  # monotonic time of the first real frame handed to the player
-        self.buffered_at_start = 0  # frames in the buffer when the player took the first one
+        self.stats = PlayStats()  # when its frames were played
         self._space: asyncio.Event = asyncio.Event()
         self._space.set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -45,84 +43,61 @@ class StreamingSource:
         self._grew: asyncio.Event = asyncio.Event()  # set whenever frames are added or the producer ends
         # where each segment after the first starts (frame numbers): the player may give way there
         self._boundaries: collections.deque[int] = collections.deque()
-        self._segment: int | None = None
         self._yield = False  # give way at the next segment boundary (asked-for speech is waiting)
         self.yielded = False  # the player stopped at a boundary; the rest plays when it is started again
-        self.spans: list[list[float]] = []  # [monotonic start, frames] of each stretch played without a break
-        self._span_open = False
 
     # -- producer side (event loop) -------------------------------------------------------------
-    def start(self, chunks: AsyncIterator[AudioChunk], *, on_done: Callable[[StreamingSource], None] | None = None) -> asyncio.Task:
-        """Begin filling the buffer from `chunks` in a task on the running loop."""
+    def start(self, chunks: AsyncIterator[AudioChunk]) -> asyncio.Task:
+        """Begin filling the buffer from `chunks` (bot/speech/feed.py) in a task on the running loop."""
         self._loop = asyncio.get_running_loop()
-        self._task = self._loop.create_task(self._produce(chunks, on_done))
+        self._task = self._loop.create_task(feed(self, chunks))
         return self._task
 
-    async def _produce(self, chunks: AsyncIterator[AudioChunk], on_done) -> None:
-        try:
-            async for chunk in chunks:
-                if chunk.segment != self._segment:
-                    if self._segment is not None:
-                        with self._lock:
-                            self._boundaries.append(self.frames_written)
-                    self._segment = chunk.segment
-                await self._push(chunk.pcm)
-                if self._closed:
-                    break
-        except asyncio.CancelledError:
-            self.error = self.error or asyncio.CancelledError()
-        except Exception as exc:  # reported to the speaker, never raised in the player thread
-            self.error = exc
-        finally:
-            closer = getattr(chunks, "aclose", None)
-            if closer is not None:
-                try:
-                    await closer()
-                except Exception:
-                    log.debug("closing the engine stream failed", exc_info=True)
-            self._finish()
-            if on_done is not None:
-                on_done(self)
+    def offer(self, frame: bytes) -> bool:
+        """Add one PCM frame unless the buffer is full (then False: wait_space, and offer it again)."""
+        with self._lock:
+            if len(self._encoded) + len(self._frames) >= self.max_frames:
+                self._space.clear()
+                return False
+            self._frames.append(frame)
+            self.frames_written += 1
+        self.first_frame_ready.set()
+        return True
 
-    async def _push(self, pcm: bytes) -> None:
-        """Add a chunk's frames: the engine frames audio once (engine.audio.FrameConverter), here it is only cut."""
-        if len(pcm) % FRAME_BYTES:
-            raise ValueError(f"the engine sent {len(pcm)} bytes of audio, not whole 20 ms frames")
-        for offset in range(0, len(pcm), FRAME_BYTES):
-            while not self._closed:
-                with self._lock:
-                    if len(self._encoded) + len(self._frames) < self.max_frames:
-                        self._frames.append(pcm[offset:offset + FRAME_BYTES])
-                        self.frames_written += 1
-                        break
-                    self._space.clear()
-                await self._space.wait()
-            if self._closed:
-                return
-            if not self.first_frame_ready.is_set():
-                self.first_frame_ready.set()
+    async def wait_space(self) -> None:
+        await self._space.wait()
+
+    def mark_boundary(self) -> None:
+        """A new segment starts with the next frame: the player may give way there."""
+        with self._lock:
+            self._boundaries.append(self.frames_written)
+
+    def grew(self) -> None:
         self._grew.set()
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """The producer will add nothing more."""
         with self._lock:
             self._finished = True
         self.first_frame_ready.set()  # wake a waiter even when nothing came
         self._grew.set()
 
-    async def wait_buffered(self, frames: int, timeout: float) -> None:
-        """Wait (at most `timeout` s) until `frames` are buffered, the producer is done or the source closed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        want = min(frames, self.max_frames)
-        while not (self._finished or self._closed or self.buffered_frames >= want):
-            self._grew.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            try:
-                await asyncio.wait_for(self._grew.wait(), remaining)
-            except TimeoutError:
-                return
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def wait_buffered(self, frames: int, timeout: float | None = None) -> None:
+        """Wait (at most `timeout` s) until `frames` are buffered, the producer is done, the source closed or
+        asked to give way before a frame was played."""
+        try:
+            async with asyncio.timeout(timeout):
+                want = min(frames, self.max_frames)
+                while not (self._finished or self._closed or self.buffered_frames >= want
+                           or (self._yield and not self.frames_read)):
+                    self._grew.clear()
+                    await self._grew.wait()
+        except TimeoutError:
+            return
 
     @property
     def finished(self) -> bool:
@@ -137,14 +112,12 @@ class StreamingSource:
         return self._task
 
     def give_way(self) -> None:
-        """Stop the player at the next segment boundary (between sentences); `yielded` tells it happened. Before a
-        frame was played, whoever waits for this source to start or to fill is woken to give way at once."""
+        """Stop the player at the next segment boundary (`yielded` tells it did); before a frame played, at once."""
         self._yield = True
         self._grew.set()
 
     async def wait_started(self, timeout: float) -> None:
-        """Wait for the first frame, the producer's end, or asked-for speech to give way to (TimeoutError after
-        `timeout` s)."""
+        """Wait for the first frame, the producer's end or a give-way (TimeoutError after `timeout` s)."""
         async with asyncio.timeout(timeout):
             while not (self.first_frame_ready.is_set() or self._yield):
                 self._grew.clear()
@@ -197,7 +170,8 @@ class StreamingSource:
                 self._boundaries.popleft()
             if self._yield and self._boundaries and self._boundaries[0] == self.frames_read and self.frames_read:
                 self._boundaries.popleft()
-                self.yielded, self._span_open = True, False
+                self.yielded = True
+                self.stats.broke()
                 return b""
             queued = len(self._encoded) + len(self._frames)
             if self._encoded:
@@ -213,21 +187,11 @@ class StreamingSource:
             self.underruns += 1
             frame = SILENCE
         else:
-            self._count_played(queued)
+            self.stats.played(queued)
+            self.frames_read += 1
         if wake and self._loop is not None:
             self._loop.call_soon_threadsafe(self._space.set)
         return encode(frame) if raw and encode is not None else frame
-
-    def _count_played(self, queued: int) -> None:
-        now = time.monotonic()
-        if self.first_read_at is None:
-            self.first_read_at = now
-            self.buffered_at_start = queued
-        if not self._span_open:
-            self.spans.append([now, 0])
-            self._span_open = True
-        self.spans[-1][1] += 1
-        self.frames_read += 1
 
     def cleanup(self) -> None:
         """When playback ends or is stopped: free the buffer, stop the producer (not when it gave way: the rest is
@@ -242,20 +206,27 @@ class StreamingSource:
         with self._lock:
             self._frames.clear()
             self._encoded.clear()
-        loop, task = self._loop, self._task
-        if loop is not None and not loop.is_closed():
-            def _stop() -> None:
-                self._space.set()
-                self._grew.set()
-                if task is not None and not task.done():
-                    task.cancel()
-            try:
-                if _on_loop(loop):
-                    _stop()
-                else:
-                    loop.call_soon_threadsafe(_stop)
-            except RuntimeError:
-                pass  # the loop closed meanwhile
+        _call_on_loop(self._loop, self._stopped)
+
+    def _stopped(self) -> None:
+        """On the loop, once closed: the producer cancelled, whoever waits woken."""
+        self._space.set()
+        self._grew.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+
+def _call_on_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[[], None]) -> None:
+    """Call `fn` on `loop`: now from its own thread, else soon; not at all once it is closed."""
+    if loop is None or loop.is_closed():
+        return
+    try:
+        if _on_loop(loop):
+            fn()
+        else:
+            loop.call_soon_threadsafe(fn)
+    except RuntimeError:
+        pass  # the loop closed meanwhile
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -1,35 +1,35 @@
-"""GuildSpeaker: one guild's SpeechQueue, synthesized ahead (the next utterance while one plays) and played in turn
-by its Player (bot/speech/player.py); requests and utterances are the value types of bot/speech/utterance.py."""
+"""GuildSpeaker: one guild's SpeechQueue, synthesized ahead by its Lookahead (bot/speech/lookahead.py) and played in
+turn by its Player (bot/speech/player.py) in its GuildCall; the value types are bot/speech/utterance.py's."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
+from collections.abc import Callable
 
 from bot.aio import cancel_and_wait
+from bot.speech.call import GuildCall
 from bot.speech.connection import VoiceConnection
 from bot.speech.driver import VoiceDriver
-from bot.speech.pacing import Pacer, Progress, catch_up_speed
+from bot.speech.lookahead import Lookahead
+from bot.speech.pacing import Pacer, Progress
 from bot.speech.player import Player
 from bot.speech.queue_policy import SpeechQueue
-from bot.speech.source import StreamingSource
 from bot.speech.utterance import Outcome, QueueFull, Request, Utterance, finish
-from engine.base import FRAME_BYTES, AudioChunk
+from engine.base import FRAME_BYTES, Engine
 
 log = logging.getLogger(__name__)
 
 
 class GuildSpeaker:
-    """Plays one guild's utterances in order through its VoiceConnection."""
+    """Plays one guild's utterances in order in its GuildCall."""
 
     def __init__(
         self,
         guild_id: int,
-        engine,
-        connection: VoiceConnection,
+        engine: Engine,
+        call: GuildCall,
         *,
         queue_max: int = 20,
         per_guild: int = 1,
@@ -44,23 +44,24 @@ class GuildSpeaker:
     ) -> None:
         self.guild_id = guild_id
         self.engine = engine
-        self.connection = connection
+        self.call = call
         self.queue_max = queue_max
-        self.lookahead = lookahead
-        self.buffer_frames = buffer_frames
         self.idle_leave_s = idle_leave_s
         self.pacer = pacer or Pacer()
         self.on_utterance = on_utterance
         self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
-        self.player = Player(guild_id, connection, self.driver, self.pacer, rate=self.rate, e2ee_wait_s=e2ee_wait_s)
-        self.catch_up = catch_up  # the most speech is sped up while the channel is behind
-        self._synth_slots = asyncio.Semaphore(max(1, per_guild))
-        # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
-        self._urgent_slots = asyncio.Semaphore(max(1, per_guild))
+        self.player = Player(guild_id, call, self.driver, self.pacer, rate=self.rate,
+                             load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s)
         self._queue = SpeechQueue()
+        self.ahead = Lookahead(guild_id, engine, self._queue, self.pacer, rate=self.rate, stale=self._stale,
+                               depth=lookahead, per_guild=per_guild, buffer_frames=buffer_frames, catch_up=catch_up)
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closed = False
+
+    @property
+    def connection(self) -> VoiceConnection:
+        return self.call.connection
 
     # -- public API ----------------------------------------------------------------------------
     def enqueue(self, request: Request, *, limit: int | None = None) -> Utterance:
@@ -71,10 +72,10 @@ class GuildSpeaker:
         utt = Utterance(request, done=asyncio.get_running_loop().create_future())
         gives_way = self._queue.gives_way_to(request)
         self._queue.add(utt)
-        if gives_way:
-            self.current.source.give_way()  # pauses at its next sentence for this asked-for speech
+        if gives_way and self.call.track is not None:
+            self.call.track.give_way()  # pauses at its next sentence for this asked-for speech
         self._ensure_running()
-        self._start_ahead()
+        self.ahead.start()
         self._wakeup.set()
         return utt
 
@@ -93,17 +94,8 @@ class GuildSpeaker:
 
     def expected_wait(self, request: Request) -> float:
         """Seconds until `request`, queued now, would start playing."""
-        utts = self._queue.ahead_of(request)
-        ahead = [u.progress() for u in utts]
-        to_boundary = None
-        if self._queue.gives_way_to(request):  # what plays now gives way (not heard yet: at once)
-            src = self.current.source
-            to_boundary = src.seconds_to_boundary() if src.frames_read else 0.0
-        if to_boundary is not None:  # what plays now gives way there: only that much of it is ahead
-            ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
+        ahead, first = self._queue.progress_ahead_of(request)
         own = Progress(chars=len(request.text), speed=request.voice.speed)
-        # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it
-        first = [p for u, p in zip(utts, ahead) if u.request.urgent] if request.urgent else None
         return self.pacer.wait(ahead, own, self.rate(request), first)
 
     def position(self, utt: Utterance) -> int:
@@ -116,8 +108,7 @@ class GuildSpeaker:
         if utt is None:
             return False
         utt.skipped = True
-        self.player.stop()  # the driver ends the track at its next tick, with the end-of-speech silence
-        if utt.source is not None:
+        if not self.call.stop_track() and utt.source is not None:  # between its turn's handle and its end
             utt.source.close()
         return True
 
@@ -146,15 +137,6 @@ class GuildSpeaker:
         await cancel_and_wait(self._task)
 
     @property
-    def e2ee_wait_s(self) -> float:
-        """How long an utterance waits for the call's E2EE (the player's)."""
-        return self.player.e2ee_wait_s
-
-    @e2ee_wait_s.setter
-    def e2ee_wait_s(self, seconds: float) -> None:
-        self.player.e2ee_wait_s = seconds
-
-    @property
     def underruns(self) -> int:
         return self.player.underruns
 
@@ -168,6 +150,10 @@ class GuildSpeaker:
             utt.source.close()
         finish(utt, Outcome.REMOVED)
         self._report(utt, Outcome.REMOVED)
+
+    def _stale(self, utt: Utterance) -> None:
+        finish(utt, Outcome.STALE)
+        self._report(utt, Outcome.STALE)
 
     def _report(self, utt: Utterance, outcome: Outcome) -> None:
         if self.on_utterance is not None:
@@ -190,62 +176,6 @@ class GuildSpeaker:
         log.error("guild %s: the speaker stopped on request %s", self.guild_id, current,
                   exc_info=(type(exc), exc, exc.__traceback__))
 
-    def _start_ahead(self) -> None:
-        """Start synthesis for the current utterance and the next `lookahead` queued ones; a queued one that
-        can no longer start by its start_by leaves the queue first (nothing is synthesized for it)."""
-        self._drop_stale()
-        ahead = [self.current] if self.current is not None else []
-        ahead += self._queue.first(self.lookahead)
-        for utt in ahead:
-            if utt.source is None:
-                self._start_synthesis(utt)
-
-    def _drop_stale(self) -> None:
-        now = time.monotonic()
-        before: list[Utterance] = [self.current] if self.current is not None else []
-        for utt in list(self._queue):
-            start_by = utt.request.start_by
-            if start_by is not None and utt.source is None and before:  # nothing ahead: nothing to catch up
-                late = now > start_by
-                if not late and now + self.pacer.wait([u.progress() for u in before], utt.progress(),
-                                                      self.rate()) > start_by:
-                    late = True
-                if late:
-                    self._queue.remove(utt)
-                    finish(utt, Outcome.STALE)
-                    self._report(utt, Outcome.STALE)
-                    continue
-            before.append(utt)
-
-    def _start_synthesis(self, utt: Utterance) -> None:
-        utt.speed_factor = self._catch_up_factor(utt)
-        utt.source = StreamingSource(self.buffer_frames)
-        utt.source.start(self._synthesize(utt))
-
-    def _catch_up_factor(self, utt: Utterance) -> float:
-        """How much faster `utt` is made: more the more other speech waits in this channel (the rest of what plays
-        now and the queue). A preview is heard as the voice really sounds."""
-        if self.catch_up <= 1.0 or utt.request.kind == "preview":
-            return 1.0
-        others = [u for u in (self.current, *self._queue) if u is not None and u is not utt]
-        backlog = sum(self.pacer.length(p) - p.played_s for p in (u.progress() for u in others))
-        return catch_up_speed(backlog, self.catch_up)
-
-    async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
-        async with self._urgent_slots if utt.request.urgent else self._synth_slots:
-            utt.synth_started = time.monotonic()
-            voice = utt.request.voice
-            if utt.speed_factor != 1.0:
-                voice = replace(voice, speed=utt.speed)
-            stream = self.engine.stream(utt.request.text, voice, key=self.guild_id,
-                                        urgent=utt.request.urgent)
-            try:
-                async for chunk in stream:
-                    yield chunk
-            finally:
-                utt.synth_seconds = time.monotonic() - utt.synth_started
-                await stream.aclose()
-
     async def _next(self) -> Utterance | None:
         idle_since = time.monotonic()
         while not self._queue and not self._closed:
@@ -265,8 +195,7 @@ class GuildSpeaker:
                 return utt  # (one that gave way mid-way is never stale: the channel heard its start)
             if utt.source is not None:  # synthesized ahead, but its turn came too late all the same
                 utt.source.close()
-            finish(utt, Outcome.STALE)
-            self._report(utt, Outcome.STALE)
+            self._stale(utt)
         return None
 
     async def _run(self) -> None:
@@ -276,7 +205,7 @@ class GuildSpeaker:
                 continue
             self._queue.current = utt
             try:
-                self._start_ahead()
+                self.ahead.start()
                 outcome = await self.player.play(utt)
             except asyncio.CancelledError:
                 finish(utt, Outcome.REMOVED)

@@ -87,6 +87,14 @@ class Utterance:
             finished=src is not None and src.finished,
         )
 
+    def describe(self, outcome: Outcome) -> str:
+        """How it went, for the log."""
+        ttfa = f"{self.ttfa:.3f}" if self.ttfa is not None else "-"
+        underruns = self.source.underruns if self.source is not None else 0
+        return (f"kind={self.request.kind} outcome={outcome.value} ttfa={ttfa} audio_s={self.audio_seconds:.2f} "
+                f"synth_s={self.synth_seconds:.2f} chars={len(self.request.text)} underruns={underruns} "
+                f"held_s={self.held_s:.2f}")
+
     @property
     def outcome(self) -> Outcome | None:
         return self.done.result() if self.done is not None and self.done.done() else None

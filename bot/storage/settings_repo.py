@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sqlalchemy import select
-
 from bot import guild_options, user_options
 from bot.storage.database import Database
 from bot.storage.models import GuildSettingsRow, MemberSettingsRow, UserSettingsRow
@@ -83,13 +81,3 @@ async def set_nickname(db: Database, guild_id: int, user_id: int, nickname: str 
             session.add(MemberSettingsRow(guild_id=guild_id, user_id=user_id, nickname=nickname))
         else:
             row.nickname = nickname
-
-
-async def opted_out_users(db: Database, user_ids: list[int]) -> set[int]:
-    async with db.sessions() as session:
-        rows = await session.scalars(
-            select(UserSettingsRow.user_id).where(
-                UserSettingsRow.user_id.in_(user_ids), UserSettingsRow.opted_out.is_(True)
-            )
-        )
-        return set(rows)

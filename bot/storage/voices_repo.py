@@ -96,12 +96,6 @@ async def put_features(db: Database, voice_id: str, backend: str, version: str, 
             row.blob = blob
 
 
-async def get_info(db: Database, voice_id: str) -> VoiceInfo | None:
-    async with db.sessions() as session:
-        row = (await session.execute(select(*_INFO_COLUMNS).where(VoiceRow.id == voice_id))).first()
-        return VoiceInfo(*row) if row else None
-
-
 async def find_owned(db: Database, owner_id: int, name: str) -> VoiceInfo | None:
     async with db.sessions() as session:
         row = (
@@ -225,11 +219,3 @@ async def unshare(db: Database, voice_id: str, kind: str, target_id: int) -> boo
             )
         )
         return (result.rowcount or 0) > 0
-
-
-async def shares_of(db: Database, voice_id: str) -> list[tuple[str, int]]:
-    async with db.sessions() as session:
-        rows = await session.execute(
-            select(VoiceShareRow.target_kind, VoiceShareRow.target_id).where(VoiceShareRow.voice_id == voice_id)
-        )
-        return [(k, t) for k, t in rows.all()]

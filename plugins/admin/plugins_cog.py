@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import discord
 from discord import app_commands
 from discord.ext import commands
 
 from bot.errors import UserError
+
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
 
 
 async def _owner_only(interaction: discord.Interaction) -> bool:
@@ -16,7 +21,7 @@ async def _owner_only(interaction: discord.Interaction) -> bool:
 
 
 class PluginsCog(commands.Cog):
-    def __init__(self, bot) -> None:
+    def __init__(self, bot: VoiceBot) -> None:
         self.bot = bot
 
     group = app_commands.Group(name="plugins", description="Manage the bot's plugins (owner only)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -10,9 +12,12 @@ from bot import checks, guild_options
 from bot.errors import UserError, reply
 from bot.storage.settings_repo import NICKNAME_MAX_CHARS
 
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
+
 
 class SettingsCog(commands.Cog):
-    def __init__(self, bot) -> None:
+    def __init__(self, bot: VoiceBot) -> None:
         self.bot = bot
 
     group = app_commands.Group(name="settings", description="This server's speech settings", guild_only=True)

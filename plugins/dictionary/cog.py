@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import discord
 from discord import app_commands
@@ -12,11 +13,14 @@ from bot import checks
 from bot.dictionary import MAX_IMPORT_BYTES, export
 from bot.errors import reply
 
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
+
 PAGE = 20
 
 
 class DictionaryCog(commands.Cog):
-    def __init__(self, bot) -> None:
+    def __init__(self, bot: VoiceBot) -> None:
         self.bot = bot
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import discord
 from discord import app_commands
@@ -12,12 +13,15 @@ from bot import checks
 from bot.errors import UserError, reply
 from bot.readout import ReadoutService
 
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
+
 log = logging.getLogger(__name__)
 ReadoutChannel = discord.TextChannel | discord.VoiceChannel | discord.StageChannel | discord.Thread
 
 
 class ReadoutCog(commands.Cog):
-    def __init__(self, bot) -> None:
+    def __init__(self, bot: VoiceBot) -> None:
         self.bot = bot
         self.service = ReadoutService(bot, bot.speech, bot.prefs, bot.config)
         bot.readout = self.service

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -11,11 +13,14 @@ from bot.errors import UserError, reply
 from bot.speech.audio_file import attachment
 from bot.speech.say import SayOrder
 
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
+
 Channel = discord.VoiceChannel | discord.StageChannel
 
 
 class SpeechCog(commands.Cog):
-    def __init__(self, bot) -> None:
+    def __init__(self, bot: VoiceBot) -> None:
         self.bot = bot
 
     @property

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -9,9 +11,12 @@ from discord.ext import commands
 from bot.errors import reply
 from bot.speech.message_menu import message_order
 
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
+
 
 class MessageMenus(commands.Cog):
-    def __init__(self, bot) -> None:
+    def __init__(self, bot: VoiceBot) -> None:
         self.bot = bot
         self.menus = [
             app_commands.ContextMenu(name="Speak this", callback=self.speak_this),

@@ -25,7 +25,7 @@ CONSENT = (
 
 
 class VoicesCog(commands.Cog):
-    def __init__(self, bot) -> None:
+    def __init__(self, bot: VoiceBot) -> None:
         self.bot = bot
 
     @property

@@ -159,7 +159,7 @@ async def test_join_connects_then_e2ee_ready_wakes_the_waiter():
     assert not waiter.done()
     w.vc.dave_ready()
     assert await asyncio.wait_for(waiter, 0.5) is True
-    assert w.conn.state is S.E2EE_READY and w.conn.ready_to_send()
+    assert w.conn.state is S.E2EE_READY and w.conn.sink.ready_to_send()
     assert await w.conn.wait_privacy_code(1.0) == "12345 12345 12345 12345 12345 12345"
 
 
@@ -169,7 +169,7 @@ async def test_alone_nobody_needs_e2ee_until_someone_joins():
     assert w.conn.state is S.E2EE_READY and await w.conn.wait_privacy_code(1.0) is None
     w.voice.states[ALICE] = object()
     w.conn.members_changed()
-    assert w.conn.state is S.CONNECTED and not w.conn.ready_to_send()
+    assert w.conn.state is S.CONNECTED and not w.conn.sink.ready_to_send()
 
 
 async def test_e2ee_that_never_gets_ready_is_a_bounded_false():

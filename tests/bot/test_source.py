@@ -134,3 +134,14 @@ async def test_wait_buffered_returns_at_the_count_at_the_end_or_at_the_timeout()
     assert time.monotonic() - t0 < 4.0 and slow.buffered_frames < 5  # the timeout, not the 5 s of chunks
     slow.close()
     await asyncio.wait_for(slow.wait_buffered(5, 5.0), 1)  # a closed source does not keep anyone waiting
+
+
+async def test_wait_buffered_returns_when_asked_to_give_way_before_a_frame_played():
+    src = StreamingSource(max_frames=100)
+    src.start(gen([chunk(1)] * 5, delay=1.0))
+    waiting = asyncio.create_task(src.wait_buffered(5))
+    await asyncio.sleep(0)
+    src.give_way()
+    await asyncio.wait_for(waiting, 5)
+    assert src.buffered_frames < 5
+    src.close()

@@ -91,7 +91,7 @@ async def test_say_right_after_join_is_heard_from_the_first_word(sb, demo, bot, 
 
 async def test_encryption_that_never_gets_ready_is_reported_and_nothing_is_sent(sb, demo, bot):
     sb.voice.dave.proposal_delay_s = 60.0                       # the handshake does not finish within the wait
-    bot.speech.speaker(demo.guild.id).e2ee_wait_s = 1.0
+    bot.speech.speaker(demo.guild.id).player.e2ee_wait_s = 1.0
     capture = sb.capture(demo.guild)
     it = await sb.slash(demo.alice, demo.general, "say", text=TEXT)
     await it.wait(lambda i: "encryption did not get ready" in (i.final_text() or ""), 30, "the E2EE message")

@@ -8,12 +8,12 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_a_player_error_reaches_the_log_and_the_user(sb, demo, bot, caplog, monkeypatch):
-    from bot.speech.connection import VoiceConnection
+    from bot.speech.voice_sink import VoiceSink
 
     def broken(self, packet):  # an encryption or socket failure in the driver's thread, where frames are sent
         raise RuntimeError("injected player failure")
 
-    monkeypatch.setattr(VoiceConnection, "send_opus", broken)
+    monkeypatch.setattr(VoiceSink, "send_opus", broken)
     it = await sb.slash(demo.alice, demo.general, "say", text="This will not play.")
     told = await it.wait(lambda i: next((r for r in i.responses if "Playback failed" in (r.content or "")), None),
                          timeout=30, what="the playback failure message")

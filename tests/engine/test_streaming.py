@@ -297,3 +297,15 @@ async def test_inference_never_runs_on_the_loop_thread(piper_backend) -> None:
         await engine.close()
     assert chunks and steps
     assert threading.get_ident() not in steps
+
+
+async def test_capacity_changed_returns_when_a_stream_takes_a_slot() -> None:
+    engine = StreamingEngine(FakeToneBackend(), _settings())
+    try:
+        changed = asyncio.create_task(engine.capacity_changed())
+        await asyncio.sleep(0)
+        assert not changed.done()
+        await _collect(engine, "One sentence.")
+        await asyncio.wait_for(changed, 5)
+    finally:
+        await engine.close()

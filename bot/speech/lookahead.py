@@ -1,0 +1,87 @@
+"""Lookahead: one guild's synthesis ahead of playback (what plays now and the next queued utterances), each in its
+priority's slots, at the catch-up speed; a queued readout that can no longer start in time leaves the queue first."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+
+from bot.speech.pacing import Pacer, catch_up_speed
+from bot.speech.queue_policy import SpeechQueue
+from bot.speech.source import StreamingSource
+from bot.speech.utterance import Request, Utterance
+from engine.base import AudioChunk, Engine
+
+
+class Lookahead:
+    """Starts the synthesis of a guild's utterances before their turn, at most `depth` queued ones ahead."""
+
+    def __init__(self, guild_id: int, engine: Engine, queue: SpeechQueue, pacer: Pacer, *,
+                 rate: Callable[[Request | None], float], stale: Callable[[Utterance], None], depth: int = 1,
+                 per_guild: int = 1, buffer_frames: int = 1500, catch_up: float = 1.0) -> None:
+        self.guild_id = guild_id
+        self.engine = engine
+        self.queue = queue
+        self.pacer = pacer
+        self.rate = rate  # this guild's share of the engine for a request, now
+        self.stale = stale  # told of a queued utterance that left the queue because it could not start in time
+        self.depth = depth
+        self.buffer_frames = buffer_frames
+        self.catch_up = catch_up  # the most speech is sped up while the channel is behind
+        self._slots = asyncio.Semaphore(max(1, per_guild))
+        # asked-for speech has its own: it must not wait for queued readout synthesized at readout's priority
+        self._urgent_slots = asyncio.Semaphore(max(1, per_guild))
+
+    def start(self) -> None:
+        """Start synthesis for the current utterance and the next `depth` queued ones; a queued one that can no
+        longer start by its start_by leaves the queue first (nothing is synthesized for it)."""
+        self._drop_stale()
+        current = self.queue.current
+        ahead = [current] if current is not None else []
+        ahead += self.queue.first(self.depth)
+        for utt in ahead:
+            if utt.source is None:
+                utt.speed_factor = self._catch_up_factor(utt)
+                utt.source = StreamingSource(self.buffer_frames)
+                utt.source.start(self._synthesize(utt))
+
+    def _drop_stale(self) -> None:
+        now = time.monotonic()
+        before: list[Utterance] = [self.queue.current] if self.queue.current is not None else []
+        for utt in list(self.queue):
+            start_by = utt.request.start_by
+            if start_by is not None and utt.source is None and before:  # nothing ahead: nothing to catch up
+                late = now > start_by
+                if not late and now + self.pacer.wait([u.progress() for u in before], utt.progress(),
+                                                      self.rate(None)) > start_by:
+                    late = True
+                if late:
+                    self.queue.remove(utt)
+                    self.stale(utt)
+                    continue
+            before.append(utt)
+
+    def _catch_up_factor(self, utt: Utterance) -> float:
+        """How much faster `utt` is made: more the more other speech waits in this channel (the rest of what plays
+        now and the queue). A preview is heard as the voice really sounds."""
+        if self.catch_up <= 1.0 or utt.request.kind == "preview":
+            return 1.0
+        others = [u for u in (self.queue.current, *self.queue) if u is not None and u is not utt]
+        backlog = sum(self.pacer.length(p) - p.played_s for p in (u.progress() for u in others))
+        return catch_up_speed(backlog, self.catch_up)
+
+    async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
+        async with self._urgent_slots if utt.request.urgent else self._slots:
+            utt.synth_started = time.monotonic()
+            voice = utt.request.voice
+            if utt.speed_factor != 1.0:
+                voice = replace(voice, speed=utt.speed)
+            stream = self.engine.stream(utt.request.text, voice, key=self.guild_id, urgent=utt.request.urgent)
+            try:
+                async for chunk in stream:
+                    yield chunk
+            finally:
+                utt.synth_seconds = time.monotonic() - utt.synth_started
+                await stream.aclose()
