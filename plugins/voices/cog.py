@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import discord
 from discord import app_commands
@@ -15,6 +15,9 @@ from bot.speech.audio_file import attachment
 from bot.speech.say import Join, SayOrder
 from plugins.voices.confirm import ask
 from plugins.voices.progress import ProgressMessage
+
+if TYPE_CHECKING:
+    from bot.app import VoiceBot
 
 CONSENT = (
     "**Register the voice {name!r}?**\n"
