@@ -26,7 +26,7 @@ compares the engine's time to first audio for a registered voice with the defaul
     python bench/voices.py [--set real|synthetic|both] [--speakers N] [--ablation] [--backend piper [--matching M]]
 
 --ablation registers every speaker again with each part of the fit left out (kokoro: the nearest pack alone, the
-best blend unrefined, the refined style uncorrected; piper: each shipped conversion part left out, each part not shipped added) and prints
+best blend uncorrected; piper: each shipped conversion part left out, each part not shipped added) and prints
 what each part adds.
 """
 

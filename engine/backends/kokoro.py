@@ -266,7 +266,7 @@ class KokoroBackend:
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None,
                          progress: Progress | None = None) -> bytes:
-        """The clip's style (kokoro_voice.StyleFit): blends of the nearest packs, refined, as a KokoroStyle."""
+        """The clip's style (kokoro_voice.StyleFit): blends of the nearest packs, corrected, as a KokoroStyle."""
         import soxr
 
         audio16k = soxr.resample(np.asarray(clip, dtype=np.float32), sample_rate, kokoro_voice.RATE) \
@@ -289,8 +289,7 @@ class KokoroBackend:
             if unknown:
                 raise kokoro_voice.StyleError("This voice was fitted to voice packs that are not installed; "
                                               "register it again.")
-            centre = np.mean([self.model.style(n) for n in self.style_packs], axis=0)
-            hit = (style.rows(self.model.style, centre), style.match)
+            hit = (style.rows(self.model.style), style.match)
             with self._piper_lock:
                 if len(self._styles) >= 64:
                     self._styles.pop(next(iter(self._styles)))

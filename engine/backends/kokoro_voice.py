@@ -1,19 +1,20 @@
-"""A registered voice on Kokoro: a style blended from the stock packs nearest the clip's speaker, then refined.
+"""A registered voice on Kokoro: a style blended from the stock packs nearest the clip's speaker, then corrected.
 
-How a clip becomes a style (`fit`), each step kept because the bench (bench/voices.py) measured it paying:
+How a clip becomes a style (`StyleFit`), each step kept because the bench (bench/voices.py --ablation) measured it
+paying on real speakers and on both of its speaker encoders:
 1. The clip's speaker embedding (Resemblyzer) is compared with each stock pack's, computed once from a render of
-   CALIBRATION_TEXT and stored beside the packs (`pack_embeddings`, made by setup or on first use).
-2. The nearest packs are blended, weighted by their similarity: a few blends are rendered and scored.
-3. Refinement: the best blend is pushed away from the packs' centre, the timbre half of the style (what the
-   vocoder reads) and the prosody half (what the duration and F0 predictors read) separately, a few bounded
-   steps, each rendered and scored. A candidate whose median F0 is further than F0_GUARD semitones from the
-   clip's, or whose F0 range is not within F0_RANGE_GUARD of the clip's, is refused (men drifted to a
-   woman's pitch in the probes), and the bounds keep the style where the packs' words stay clear.
-4. Correction: the fitted style's own voice is corrected toward the clip as Piper's voices are (engine/voices/
-   matching.py, the `clear` parts: pitch statistics, formant warp, the envelope's statistics), fitted against
-   a render of the style; the rendered audio is corrected when the voice speaks.
-The result is a small JSON profile (`KokoroStyle`): pack weights, the two extrapolations and the correction; the
-style rows are made from the installed packs when the voice speaks.
+   CALIBRATION_TEXT and stored beside the packs (`pack_embeddings.npz`, made by setup or on first use).
+2. The nearest packs are blended, weighted by their similarity: a few blends are rendered and scored by their
+   cosine to the clip. A candidate whose median F0 is further than F0_GUARD semitones from the clip's, or whose
+   F0 range is not within F0_RANGE_GUARD of the clip's, is refused (men drifted to a woman's pitch in the probes).
+3. Correction: the blend's own voice is corrected toward the clip as Piper's voices are (engine/voices/
+   matching.py, the `clear` parts: pitch statistics, formant warp, the envelope's statistics), fitted against a
+   render of the blend; the rendered audio is corrected when the voice speaks.
+A refinement that pushed each half of the style (the vocoder's timbre half, the predictors' prosody half) away from
+the packs' centre was measured and dropped: it raised the fitting encoder's score and lowered the other's, and
+cost words (docs/architecture.md has the figures).
+The result is a small JSON profile (`KokoroStyle`): pack weights and the correction; the style rows are made from
+the installed packs when the voice speaks.
 """
 
 from __future__ import annotations
@@ -42,13 +43,9 @@ CALIBRATION_TEXT = ("Hello there, this is a short recording of my own voice. I r
                     "steady pace.")
 FIT_TEXT = "Please call Stella and ask her to bring these things with her from the store."  # what candidates say
 BLENDS = ((1, 0.0), (2, 0.02), (3, 0.02), (4, 0.02), (4, 0.05), (6, 0.05))  # (packs, temperature; 0: equal)
-STEPS = (0.4, 0.2)  # the refinement's step sizes, coarse then fine
-MAX_AWAY = 1.2  # the most a half of the style is pushed beyond the blend (x its distance from the centre)
 F0_GUARD = 3.0  # semitones between the render's median F0 and the clip's
 F0_RANGE_GUARD = 3.0  # the render's F0 spread (semitones, 10th-90th percentile, +2) at most this factor from the clip's
-STAGES = ("nearest", "blend", "refine", "clear")  # how far a fit goes: the nearest pack, the best blend, that
-# refined, that corrected
-HALF = 128  # style[:, :HALF] is read by the vocoder (timbre), style[:, HALF:] by the predictors (prosody)
+STAGES = ("nearest", "blend", "clear")  # how far a fit goes: the nearest pack, the best blend, that corrected
 RATE = 16_000
 
 
@@ -58,18 +55,15 @@ class StyleError(EngineError):
 
 @dataclass(frozen=True)
 class KokoroStyle:
-    """A registered voice's style: packs and their weights, then each half pushed `away` from the centre, and the
-    correction of its audio toward the clip (`match`; None: spoken as the style renders it)."""
+    """A registered voice's style: packs and their weights, and the correction of its audio toward the clip
+    (`match`; None: spoken as the blend renders it)."""
 
     weights: dict[str, float]
-    timbre_away: float = 0.0
-    prosody_away: float = 0.0
     match: MatchProfile | None = None
     format: int = STYLE_FORMAT
 
     def to_bytes(self) -> bytes:
-        raw: dict[str, object] = {"kind": "kokoro-style", "format": self.format, "weights": self.weights,
-                                  "timbre_away": self.timbre_away, "prosody_away": self.prosody_away}
+        raw: dict[str, object] = {"kind": "kokoro-style", "format": self.format, "weights": self.weights}
         if self.match is not None:
             raw["match"] = json.loads(self.match.to_bytes())
         return json.dumps(raw, sort_keys=True).encode()
@@ -81,28 +75,21 @@ class KokoroStyle:
             if not isinstance(raw, dict) or raw.get("kind") != "kokoro-style" or raw.get("format") != STYLE_FORMAT:
                 raise ValueError("not a Kokoro style")
             weights = {str(k): float(v) for k, v in dict(raw["weights"]).items()}
-            away = (float(raw.get("timbre_away", 0.0)), float(raw.get("prosody_away", 0.0)))
             match = MatchProfile.from_bytes(json.dumps(raw["match"]).encode()) if "match" in raw else None
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, ProfileError) as exc:
             raise StyleError("This voice's profile is damaged; register the voice again.") from exc
-        if not weights or not all(math.isfinite(v) and v >= 0 for v in (*weights.values(),)) \
-                or not all(math.isfinite(a) and abs(a) <= MAX_AWAY for a in away) or sum(weights.values()) <= 0:
+        if not weights or not all(math.isfinite(v) and v >= 0 for v in weights.values()) or sum(weights.values()) <= 0:
             raise StyleError("This voice's profile is damaged; register the voice again.")
-        return cls(weights=weights, timbre_away=away[0], prosody_away=away[1], match=match)
+        return cls(weights=weights, match=match)
 
     @staticmethod
     def is_style(blob: bytes) -> bool:
         return blob[:64].lstrip().startswith(b"{") and b'"kind": "kokoro-style"' in blob
 
-    def rows(self, style: Callable[[str], np.ndarray], centre: np.ndarray) -> np.ndarray:
-        """The style rows [510, 256] from the packs (`style(name)`) and the packs' centre."""
+    def rows(self, style: Callable[[str], np.ndarray]) -> np.ndarray:
+        """The style rows [510, 256]: the packs (`style(name)`) blended by their weights."""
         total = sum(self.weights.values())
-        blend = sum((w / total) * style(name) for name, w in self.weights.items())
-        away = blend - centre
-        out = np.array(blend, dtype=np.float32)
-        out[:, :HALF] += self.timbre_away * away[:, :HALF]
-        out[:, HALF:] += self.prosody_away * away[:, HALF:]
-        return out
+        return np.asarray(sum((w / total) * style(name) for name, w in self.weights.items()), dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -151,9 +138,8 @@ class StyleFit:
         if stages not in STAGES:
             raise ValueError(f"stages must be one of {STAGES}")
         self.stages = stages
-        self.centre = np.mean([style(n) for n in packs], axis=0)
         self.report = FitReport()
-        self._total = len(BLENDS) + (4 * len(STEPS) if self.goes_to("refine") else 0) + self.goes_to("clear")
+        self._total = len(BLENDS) + (stages == "clear")
         self._cache: dict[bytes, float] = {}
         self._heard: dict[bytes, Voiceprint] = {}
 
@@ -162,7 +148,7 @@ class StyleFit:
         key = candidate.to_bytes()
         if key in self._cache:
             return self._cache[key]
-        audio = self.render(FIT_TEXT, candidate.rows(self.style, self.centre))
+        audio = self.render(FIT_TEXT, candidate.rows(self.style))
         heard = self._heard[key] = Voiceprint.of(audio)
         value = embedding.similarity(heard.embedding, self.clip.embedding)
         refused = not self._guarded(heard)
@@ -206,21 +192,16 @@ class StyleFit:
             value, _, best = max(scored)
             if value == -math.inf:  # every blend refused by the F0 guard: the one nearest the clip's pitch
                 best = min(candidates, key=lambda c: abs(self._heard[c.to_bytes()].f0_median - self.clip.f0_median))
-        if self.goes_to("refine") and value > -math.inf:
-            best, value = self._refined(best, value)
-        if self.goes_to("clear") and self.audio is not None:
+        if self.stages == "clear" and self.audio is not None:
             best = self._corrected(best)
         self.report.seconds = time.perf_counter() - start
         self.report.score = value
         self.progress(1.0)
         return best
 
-    def goes_to(self, stage: str) -> bool:
-        return STAGES.index(self.stages) >= STAGES.index(stage)
-
     def _corrected(self, best: KokoroStyle) -> KokoroStyle:
         """The style with `clear` matching's correction toward the clip, fitted against the style's own render."""
-        rows = best.rows(self.style, self.centre)
+        rows = best.rows(self.style)
         try:
             calibration = matching.calibrate(lambda text: (self.render(text, rows), RATE))
             match = matching.estimate_profile(self.audio, RATE, calibration=calibration,
@@ -228,26 +209,7 @@ class StyleFit:
         except EngineError as exc:  # no voice heard in the render or the clip: the style as it renders
             log.info("no correction for this style: %s", exc)
             return best
-        return KokoroStyle(best.weights, **_aways(best), match=match)
-
-    def _refined(self, best: KokoroStyle, value: float) -> tuple[KokoroStyle, float]:
-        """Coordinate ascent on (timbre_away, prosody_away), STEPS apart, within +-MAX_AWAY."""
-        for step in STEPS:
-            for half in ("timbre_away", "prosody_away"):
-                for sign in (1.0, -1.0):
-                    moved = getattr(best, half) + sign * step
-                    if abs(moved) > MAX_AWAY + 1e-9:
-                        continue
-                    candidate = KokoroStyle(best.weights, **{**_aways(best), half: round(moved, 3)})
-                    got = self.score(candidate, f"{half} {moved:+.1f}")
-                    if got > value:
-                        best, value = candidate, got
-                        break  # this direction paid: the other is not tried at this step
-        return best, value
-
-
-def _aways(style: KokoroStyle) -> dict[str, float]:
-    return {"timbre_away": style.timbre_away, "prosody_away": style.prosody_away}
+        return KokoroStyle(best.weights, match=match)
 
 
 # -- the packs' voiceprints, made once ----------------------------------------------------------------
