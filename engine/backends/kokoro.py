@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,7 +21,9 @@ from engine.backends.piper import WARM_UP_TEXT, intra_op_threads, word_runs
 from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
-from engine.voices.matching import MatchProfile
+
+if TYPE_CHECKING:
+    from engine.voices.matching import MatchProfile
 
 log = logging.getLogger(__name__)
 

@@ -25,14 +25,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
 
 from engine.base import EngineError, Progress
-from engine.voices import embedding, matching
-from engine.voices.matching import MatchProfile, ProfileError
+from engine.voices import embedding
 from engine.voices.pitch import track_f0
+
+if TYPE_CHECKING:  # matching (scipy, pyworld: ~80 MB) is imported when a corrected voice is read or fitted
+    from engine.voices.matching import MatchProfile
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,8 @@ class KokoroStyle:
             if not isinstance(raw, dict) or raw.get("kind") != "kokoro-style" or raw.get("format") != STYLE_FORMAT:
                 raise ValueError("not a Kokoro style")
             weights = {str(k): float(v) for k, v in dict(raw["weights"]).items()}
-            match = MatchProfile.from_bytes(json.dumps(raw["match"]).encode()) if "match" in raw else None
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, ProfileError) as exc:
+            match = _match(raw["match"]) if "match" in raw else None
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, EngineError) as exc:
             raise StyleError("This voice's profile is damaged; register the voice again.") from exc
         if not weights or not all(math.isfinite(v) and v >= 0 for v in weights.values()) or sum(weights.values()) <= 0:
             raise StyleError("This voice's profile is damaged; register the voice again.")
@@ -201,6 +204,8 @@ class StyleFit:
 
     def _corrected(self, best: KokoroStyle) -> KokoroStyle:
         """The style with `clear` matching's correction toward the clip, fitted against the style's own render."""
+        from engine.voices import matching
+
         rows = best.rows(self.style)
         try:
             calibration = matching.calibrate(lambda text: (self.render(text, rows), RATE))
@@ -210,6 +215,13 @@ class StyleFit:
             log.info("no correction for this style: %s", exc)
             return best
         return KokoroStyle(best.weights, match=match)
+
+
+def _match(raw: object) -> MatchProfile:
+    """A style's correction read from its JSON (ProfileError when damaged)."""
+    from engine.voices.matching import MatchProfile
+
+    return MatchProfile.from_bytes(json.dumps(raw).encode())
 
 
 # -- the packs' voiceprints, made once ----------------------------------------------------------------
