@@ -33,6 +33,7 @@ from engine.base import (
     Voice,
 )
 from engine.catalog import VoiceCatalog
+from engine.heap import give_back
 from engine.load_changes import LoadChanges
 from engine.backends.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
@@ -439,6 +440,7 @@ class StreamingEngine:
                 pass
         elif (learn := getattr(self.backend, "learn_languages", None)) is not None:
             await learn()  # which languages the server speaks: the catalog routes them there
+        give_back()  # what warming up allocated and freed (phonemizers, first runs) leaves the heap
 
     async def _warm_sessions(self) -> None:
         warm = getattr(self.backend, "warm_up", None)

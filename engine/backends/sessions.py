@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from engine.heap import give_back
+
 if TYPE_CHECKING:
     from engine.base import CancelToken
 
@@ -146,4 +148,6 @@ def new_session(model: bytes | str, intra_op_threads: int, *, shared_arena: bool
     # bot, and a spinning pool takes CPU they need. Kokoro's first chunk with two threads, alternating, on a busy
     # machine here: p50 1436 ms spinning, 1234 ms not (20 rounds each).
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return onnxruntime.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
+    give_back()  # the model's parse buffers, freed
+    return session
