@@ -11,7 +11,17 @@ import pytest
 from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
 from engine.backends import kokoro_assets
 from engine.backends.espeak import VOICE_NAME as ESPEAK
-from engine.backends.kokoro import DEFAULT_VOICES, SAMPLE_RATE, WINDOW, KokoroBackend, token_runs, windows
+from engine.backends.kokoro import (
+    DEFAULT_VOICES,
+    LEAD_S,
+    SAMPLE_RATE,
+    SOUND_RMS,
+    WINDOW,
+    KokoroBackend,
+    from_first_sound,
+    token_runs,
+    windows,
+)
 from engine.backends.kokoro_g2p import g2p_key, phonemize
 from engine.base import EngineError, Voice
 from engine.factory import build_engine
@@ -142,6 +152,24 @@ def test_the_vocoder_windows_cover_a_run_once_and_none_is_short():
         assert all(WINDOW <= b - a <= WINDOW * 3 // 2 for a, b in spans)
 
 
+def test_a_run_starts_just_before_its_first_sound_and_keeps_all_of_it(kokoro):
+    text = "Hello there, nice to meet you."
+    model, style = kokoro.model, kokoro.model.style("af_heart")
+    tokens = model.tokens(phonemize(text, "en"))
+    row = style[len(tokens)].reshape(1, 256)
+    x, f0 = model.features(tokens, row, 1.0, None)
+    untrimmed = model.vocode(x, f0, row, 0, x.shape[2], None, None)
+    audio = render(kokoro, text, Voice())
+
+    def first_sound(a: np.ndarray) -> float:
+        frames = a[: len(a) // 240 * 240].reshape(-1, 240)
+        return int(np.argmax(np.sqrt(np.mean(frames**2, axis=1)) > SOUND_RMS)) * 240 / SAMPLE_RATE
+
+    assert first_sound(untrimmed) > 0.2  # the model's leading pause, which the run no longer plays
+    assert LEAD_S - 0.011 <= first_sound(audio) <= LEAD_S + 0.011
+    np.testing.assert_allclose(audio, untrimmed[len(untrimmed) - len(audio):], atol=1e-4)  # the rest, untouched
+
+
 def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
     text = ("When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp "
             "dark and cold, and a small gray bird asleep by the rail.")
@@ -157,7 +185,7 @@ def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
     tokens = model.tokens(phonemize(text, "en"))
     row = style[len(tokens)].reshape(1, 256)
     x, f0 = model.features(tokens, row, 1.0, None)
-    whole = model.vocode(x, f0, row, 0, x.shape[2], None, None)
+    whole = from_first_sound(model.vocode(x, f0, row, 0, x.shape[2], None, None))
     assert len(whole) == len(audio)
     recognizer = Recognizer()
     heard = [wer(recognizer, [(text, to16k(a, SAMPLE_RATE))]) for a in (audio, whole)]
