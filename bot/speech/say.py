@@ -1,4 +1,4 @@
-"""What "say this" means for every way of asking (/say, /voice preview, readout): the order, its words, limit and refusals."""
+"""What "say this" means, for every way of asking (/say, /voice preview, readout): the order, its words, refusals."""
 
 from __future__ import annotations
 
@@ -65,7 +65,6 @@ class SayOrder:
     admit: Callable[[], bool] | None = None  # readout: the author's rate limit, asked last before queueing
     notify: Notify | None = None  # tells the author when synthesis fails later
     label: str = ""  # for /queue
-    expected_wait: float = 0.0  # set when queued: seconds until it should start playing
 
 
 VocalChannel = discord.VoiceChannel | discord.StageChannel  # a channel the bot can speak in
@@ -129,18 +128,13 @@ def truncate(text: str, max_chars: int) -> str:
     return head + MORE if head else MORE.lstrip(", ")
 
 
-def admit_in_time(order: SayOrder, request: Request, wait: float, max_delay: float, *, behind: bool) -> None:
-    """Readout must start within the guild's max_delay (then it is skipped to catch up); asked-for speech is
-    refused with its `wait` when that is longer, and told the wait when it is long (order.expected_wait). Only
-    when something is ahead (`behind`): with nothing ahead, skipping would not catch anything up."""
-    order.expected_wait = wait
+def late(order: SayOrder, wait: float, max_delay: float) -> Refusal:
+    """An order that would start past the guild's max_delay: readout is skipped (to catch up); asked-for speech is
+    refused with its wait."""
     if order.kind == "readout":
-        request.start_by = request.created_at + max_delay
-        if wait > max_delay and behind:
-            raise Refusal(Reason.LATE, f"it could not be read within {max_delay:.0f} s")
-    elif wait > max_delay and behind:
-        raise Refusal(Reason.LATE, f"I'm busy here: that would start in about {wait:.0f} s, past this server's "
-                                   f"limit of {max_delay:.0f} s. Try again in a little while.")
+        return Refusal(Reason.LATE, f"it could not be read within {max_delay:.0f} s")
+    return Refusal(Reason.LATE, f"I'm busy here: that would start in about {wait:.0f} s, past this server's "
+                                f"limit of {max_delay:.0f} s. Try again in a little while.")
 
 
 def queued_text(position: int, wait: float, notice_s: float) -> str:

@@ -21,8 +21,8 @@ PREFS = guild_options.effective(GuildPrefs(guild_id=0), CONFIG)  # max_length 30
 
 
 def said(text: str, *, kind: str = "say", frame=None, words=None, speech=CONFIG.speech, prefs=PREFS):
-    order = SayOrder(guild=None, author=None, text=text, kind=kind, cut_long=kind == "readout",  # type: ignore[arg-type]
-                     names={1: "Alice"}, frame=frame)
+    order = SayOrder(guild=None, author=None, text=text, kind=kind,  # type: ignore[arg-type]
+                     cut_long=kind == "readout", names={1: "Alice"}, frame=frame)
     return spoken_text(order, speech, prefs, words)
 
 
