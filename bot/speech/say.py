@@ -1,7 +1,4 @@
-"""What "say this" means, for every way of asking (/say, /voice preview, channel readout): where the bot
-speaks, who may make it speak there, what is spoken (cleaned, within the binding limit), in which voice,
-and the guild's queue bound. SpeechService.say carries out a SayOrder; spoken_text is what it says; a Refusal
-says why not."""
+"""What "say this" means, for every way of asking (/say, /voice preview, readout): the order, its words, refusals."""
 
 from __future__ import annotations
 
@@ -11,11 +8,11 @@ from dataclasses import dataclass
 
 import discord
 
-from bot.config import SpeechSettings
+from bot.config import MORE, SpeechSettings
 from bot.dictionary import apply as apply_dictionary
 from bot.errors import UserError
 from bot.speech.discord_text import speakable_content
-from bot.speech.text import TextOptions, truncate
+from bot.speech.text import PAUSES, TextOptions
 from bot.speech.utterance import Notify, Request
 from bot.storage.settings_repo import GuildPrefs
 
@@ -68,7 +65,6 @@ class SayOrder:
     admit: Callable[[], bool] | None = None  # readout: the author's rate limit, asked last before queueing
     notify: Notify | None = None  # tells the author when synthesis fails later
     label: str = ""  # for /queue
-    expected_wait: float = 0.0  # set when queued: seconds until it should start playing
 
 
 VocalChannel = discord.VoiceChannel | discord.StageChannel  # a channel the bot can speak in
@@ -97,33 +93,48 @@ def spoken_text(order: SayOrder, speech: SpeechSettings, prefs: GuildPrefs,
     """(what is spoken for `order`, its body without the readout frame), or a Refusal (TOO_LONG, EMPTY).
 
     The one place text becomes speech, for the bot (SpeechService) and the benches alike: Discord markup in
-    words (mentions named from `order.guild` and `order.names`), the server's dictionary `words`, then the
-    frame. The binding limit: a readout message (`order.cut_long`) is cut at the guild's max_length (`prefs`:
-    the guild's effective GuildPrefs, never above speech.max_text_chars) with a spoken "and more", asked-for
-    speech over the bot's speech.max_text_chars is refused; the framed text is cut at the bot's limit."""
+    words (mentions named from `order.guild` and `order.names`), the server's dictionary `words`, then cut once
+    (`truncate`, to its `room`) and framed. Asked-for speech over the bot's speech.max_text_chars is refused; a
+    readout message (`order.cut_long`) is cut at the guild's max_length (`prefs`: the guild's effective
+    GuildPrefs, never above speech.max_text_chars) with a spoken "and more". Unicode hygiene and the engine's own
+    limit are the engine's (engine/streaming.py cleans and checks again what it is given)."""
     limit = prefs.max_message_chars if order.kind == "readout" else speech.max_text_chars
     if not order.cut_long and len(order.text) > limit:
         raise too_long(len(order.text), limit)
-    options = TextOptions(emoji=speech.emoji, links=speech.links, read_spoilers=prefs.read_spoilers, max_chars=limit)
+    options = TextOptions(emoji=speech.emoji, links=speech.links, read_spoilers=prefs.read_spoilers)
     body = apply_dictionary(speakable_content(order.text, order.guild, options, order.names), words or {})
-    text = truncate(order.frame(body) if order.frame is not None else body, speech.max_text_chars)
+    body = truncate(body, room(body, order.frame, limit, speech.max_text_chars))
+    text = order.frame(body) if order.frame is not None else body
     if not text:
         raise Refusal(Reason.EMPTY, "There is nothing I can say in that text.")
     return text, body
 
 
-def admit_in_time(order: SayOrder, request: Request, wait: float, max_delay: float, *, behind: bool) -> None:
-    """Readout must start within the guild's max_delay (then it is skipped to catch up); asked-for speech is
-    refused with its `wait` when that is longer, and told the wait when it is long (order.expected_wait). Only
-    when something is ahead (`behind`): with nothing ahead, skipping would not catch anything up."""
-    order.expected_wait = wait
+def room(body: str, frame: Callable[[str], str] | None, limit: int, ceiling: int) -> int:
+    """How long `body` may be: `limit`, and its framed text within `ceiling` (the bot's limit; a frame longer than
+    that leaves only "and more" of the body)."""
+    frame_chars = len(frame(body)) - len(body) if frame is not None else 0
+    return max(1, min(limit, ceiling - frame_chars))
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """`text` if it fits in `max_chars`, else its head cut at a word (if one is near) plus MORE."""
+    if len(text) <= max_chars:
+        return text
+    cut = text.rfind(" ", 0, max_chars + 1)
+    if cut < max_chars // 2:
+        cut = max(max_chars, 0)
+    head = text[:cut].rstrip(" " + PAUSES + "-")
+    return head + MORE if head else MORE.lstrip(", ")
+
+
+def late(order: SayOrder, wait: float, max_delay: float) -> Refusal:
+    """An order that would start past the guild's max_delay: readout is skipped (to catch up); asked-for speech is
+    refused with its wait."""
     if order.kind == "readout":
-        request.start_by = request.created_at + max_delay
-        if wait > max_delay and behind:
-            raise Refusal(Reason.LATE, f"it could not be read within {max_delay:.0f} s")
-    elif wait > max_delay and behind:
-        raise Refusal(Reason.LATE, f"I'm busy here: that would start in about {wait:.0f} s, past this server's "
-                                   f"limit of {max_delay:.0f} s. Try again in a little while.")
+        return Refusal(Reason.LATE, f"it could not be read within {max_delay:.0f} s")
+    return Refusal(Reason.LATE, f"I'm busy here: that would start in about {wait:.0f} s, past this server's "
+                                f"limit of {max_delay:.0f} s. Try again in a little while.")
 
 
 def queued_text(position: int, wait: float, notice_s: float) -> str:

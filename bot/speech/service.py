@@ -23,10 +23,10 @@ from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
 from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids
 from bot.speech.presence import Presence
-from bot.speech.say import (Join, Reason, Refusal, SayOrder, admit_in_time, author_channel, check_in_channel,
-                            queued_text, spoken_text)
+from bot.speech.say import (Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, late, queued_text,
+                            spoken_text)
 from bot.speech.speaker import GuildSpeaker, frames_of
-from bot.speech.utterance import Outcome, QueueFull, Request, Utterance
+from bot.speech.utterance import Late, Outcome, QueueFull, Request, Utterance
 from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
@@ -135,8 +135,8 @@ class SpeechService:
 
         Order of checks: what is spoken (cleaned; empty or over the limit is refused), the voice, then where
         (joining when the order allows: nothing is joined for an order refused anyway) and who may
-        (require_voice), the caller's admission, the queue bound."""
-        guild = order.guild
+        (require_voice), the caller's admission, then the speaker's (GuildSpeaker.enqueue): its expected wait
+        within the guild's max_delay, the queue bound."""
         gp, text, voice = await self._what(order)
         await self._place(order, gp)
         if order.admit is not None and not order.admit():
@@ -145,10 +145,10 @@ class SpeechService:
             text=text, voice=voice, author_id=order.author.id, channel_id=order.channel_id,
             message_id=order.message_id, kind=order.kind, notify=order.notify, label=order.label or text[:80],
         )
-        speaker = self.speaker(guild.id)
-        admit_in_time(order, request, speaker.expected_wait(request), gp.max_delay, behind=not speaker.idle)
         try:
-            return speaker.enqueue(request, limit=gp.max_queue)
+            return self.speaker(order.guild.id).enqueue(request, limit=gp.max_queue, max_delay=gp.max_delay)
+        except Late as exc:
+            raise late(order, exc.wait, gp.max_delay) from None
         except QueueFull as exc:
             raise Refusal(Reason.QUEUE_FULL, str(exc)) from None
 
@@ -198,9 +198,9 @@ class SpeechService:
             return Voice()
         return await self.voices.resolve((order.voice_of or order.author).id, order.guild.id, order.voice_name)
 
-    def queued_text(self, guild_id: int, utt: Utterance, wait: float) -> str:
+    def queued_text(self, guild_id: int, utt: Utterance) -> str:
         """What the asker is told: speaking now, or queued, with the expected wait when it is long."""
-        return queued_text(self.speaker(guild_id).position(utt), wait, self.settings.say_notice_s)
+        return queued_text(self.speaker(guild_id).position(utt), utt.expected_wait, self.settings.say_notice_s)
 
     def skip(self, guild_id: int) -> bool:
         sp = self.speakers.get(guild_id)

@@ -16,7 +16,7 @@ from bot.speech.lookahead import Lookahead
 from bot.speech.pacing import Pacer, Progress
 from bot.speech.player import Player
 from bot.speech.queue_policy import SpeechQueue
-from bot.speech.utterance import Outcome, QueueFull, Request, Utterance, finish
+from bot.speech.utterance import Late, Outcome, QueueFull, Request, Utterance, finish
 from engine.base import FRAME_BYTES, Engine
 
 log = logging.getLogger(__name__)
@@ -64,12 +64,20 @@ class GuildSpeaker:
         return self.call.connection
 
     # -- public API ----------------------------------------------------------------------------
-    def enqueue(self, request: Request, *, limit: int | None = None) -> Utterance:
-        """Queue a request; raises QueueFull when the bound (this speaker's or `limit`) is reached."""
+    def enqueue(self, request: Request, *, limit: int | None = None, max_delay: float = float("inf")) -> Utterance:
+        """Queue a request, told when it should start (utt.expected_wait); Late if that is past `max_delay` with
+        something ahead (later, readout not started by then is skipped), QueueFull at the bound (ours or `limit`)."""
+        ahead, first = self._queue.progress_ahead_of(request)  # pacing's model: the audio ahead, and this one's own
+        own = Progress(chars=len(request.text), speed=request.voice.speed)
+        wait = self.pacer.wait(ahead, own, self.rate(request), first)
+        if wait > max_delay and not self.idle:
+            raise Late(wait)
         bound = min(self.queue_max, limit) if limit else self.queue_max
         if len(self._queue) >= bound:
             raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
-        utt = Utterance(request, done=asyncio.get_running_loop().create_future())
+        if not request.urgent:
+            request.start_by = request.created_at + max_delay
+        utt = Utterance(request, done=asyncio.get_running_loop().create_future(), expected_wait=wait)
         gives_way = self._queue.gives_way_to(request)
         self._queue.add(utt)
         if gives_way and self.call.track is not None:
@@ -91,12 +99,6 @@ class GuildSpeaker:
         """Audio seconds per second of synthesis this guild gets now for `request` (its share of the engine)."""
         urgent = request is not None and request.urgent
         return self.engine.capacity(self.guild_id, urgent=urgent).share()  # 0: not measured yet
-
-    def expected_wait(self, request: Request) -> float:
-        """Seconds until `request`, queued now, would start playing."""
-        ahead, first = self._queue.progress_ahead_of(request)
-        own = Progress(chars=len(request.text), speed=request.voice.speed)
-        return self.pacer.wait(ahead, own, self.rate(request), first)
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""

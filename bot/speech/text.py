@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Literal
 
-from bot.config import MORE, SpeechSettings
 from bot.speech.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
 from engine.segment import scrub
 
-DISCORD_MAX_CHARS = 4000  # the longest message Discord sends (Nitro)
+DISCORD_MAX_CHARS = 4000  # the longest message Discord sends (Nitro): no more is read
 CODE_READ_MAX = 30  # inline code up to this long is read; longer is "code"
 NAME_MAX = 100  # display, role, channel and emoji names are cut to this
 
@@ -25,7 +24,6 @@ class TextOptions:
     emoji: str = "name"  # "name" | "skip": unicode and custom emoji
     links: str = "a link"  # "a link" | "domain"
     read_spoilers: bool = False  # False: ||spoilers|| say nothing
-    max_chars: int = SpeechSettings.max_text_chars  # longer output is cut at a word and ends with MORE
     max_repeat: int = 3  # a character said at most this many times in a row
 
     def __post_init__(self) -> None:
@@ -33,8 +31,8 @@ class TextOptions:
             raise ValueError(f"emoji must be 'name' or 'skip', not {self.emoji!r}")
         if self.links not in ("a link", "domain"):
             raise ValueError(f"links must be 'a link' or 'domain', not {self.links!r}")
-        if self.max_chars < 1 or self.max_repeat < 1:
-            raise ValueError("max_chars and max_repeat must be at least 1")
+        if self.max_repeat < 1:
+            raise ValueError("max_repeat must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -46,6 +44,22 @@ class Mentions:
     channels: Mapping[int, str] = field(default_factory=dict)
 
 
+def _marks() -> str:
+    """A character class of every combining mark (category M) this Python's Unicode knows."""
+    spans: list[list[int]] = []
+    for cp in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(cp))[0] == "M":
+            if spans and spans[-1][1] == cp - 1:
+                spans[-1][1] = cp
+            else:
+                spans.append([cp, cp])
+    return "[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in spans) + "]"
+
+
+# The text is scrubbed once, before it is read (marks capped, none on nothing). Every edit after that keeps it
+# so: a character dropped or replaced takes the combining marks on it along, so none is joined onto the
+# character before it or left on a space.
+_MARK = _marks()
 # Emoji that stand alone (no variation selector needed). Regional indicators and skin tones are not
 # bases: they only modify one.
 _EMOJI_BASE = (
@@ -62,10 +76,10 @@ _URL_BODY = r"(?:[^\s()<>]|\([^\s()<>]*\))*"  # one level of parentheses, as in 
 # Every alternative is anchored by literal delimiters or disjoint character classes, and every lazy
 # span stops at the same delimiter that opens it, so matching stays linear on hostile input.
 _TOKEN = re.compile(
-    "|".join(
+    "(?:" + "|".join(
         f"(?P<{name}>{pattern})"
         for name, pattern in (
-            ("escape", r"\\(?P<escaped>[^\w\s])"),
+            ("escape", rf"\\(?P<escaped>[^\w\s{_MARK[1:-1]}])"),
             ("code_block", r"```[\s\S]*?```"),
             ("inline_code", r"``(?P<code2>[\s\S]+?)``|`(?P<code1>[^`]+)`"),
             ("spoiler", r"\|\|(?P<hidden>[\s\S]+?)\|\|"),
@@ -80,12 +94,13 @@ _TOKEN = re.compile(
             ("everyone", r"(?<!\w)@(?P<who>everyone|here)(?!\w)"),
             ("emoji", _EMOJI),
         )
-    )
+    ) + f"){_MARK}*"
 )
 # Quote, heading, subtext and list markers at the start of a line (repeated: "> - # x").
 _LINE_MARKERS = re.compile(r"^[^\S\n]*(?:(?:>>>|>|#{1,3}|-#|[-*+]|\d{1,9}[.)])[^\S\n]+)+", re.M)
-# Markdown left in plain text, and emoji modifiers left without an emoji to modify.
-_MARKUP = re.compile(rf"[*`]+|~~|\|\||[\u200d{_SKIN}{_FLAG_LETTER}]")
+# Markdown left in plain text, and emoji modifiers left without an emoji to modify; an underscore reads as a space.
+_MARKUP = re.compile(rf"(?:[*`]+|~~|\|\||[\u200d{_SKIN}{_FLAG_LETTER}]|(?P<underscore>_)){_MARK}*")
+_LEADING_MARKS = re.compile(f"^{_MARK}+")
 _LEFTOVER_URL = re.compile(rf"{_URL}[^\s<>]*")
 _LEFTOVER_MENTION = re.compile(r"<(?=[@#:])")
 # Left by token spacing. A run is tried from its first character only and never backtracked into
@@ -93,7 +108,7 @@ _LEFTOVER_MENTION = re.compile(r"<(?=[@#:])")
 _SPACE_BEFORE_PUNCT = re.compile(r"(?<!\s)\s++(?=[.,!?;:)\]])|(?<=[(\[])\s+")
 _SPACES = re.compile(r"\s+")
 _HOST = re.compile(r"[\w.-]*")
-_PAUSES = ".!?,;:"
+PAUSES = ".!?,;:"
 _URL_TAIL = ".,;:!?'\"*_~|"
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
@@ -102,28 +117,14 @@ _MONTHS = (
 
 
 def speakable(content: str, mentions: Mentions = Mentions(), options: TextOptions = TextOptions()) -> str:
-    """What a voice should say for a message's `content`; "" when there is nothing to say."""
-    text = _clean(content[: max(DISCORD_MAX_CHARS, 4 * options.max_chars)])
-    text = _Renderer(mentions, options).render(_LINE_MARKERS.sub("", text))
-    # Again, NFC only: the edits may have left marks to recompose or cap. Every piece is NFKC already (the
-    # text above, names cleaned by _name, ASCII words), and NFKC of such pieces joined is their NFC.
-    text = _sentences(_clean(text, "NFC"))
-    text = _cap_repeats(_SPACE_BEFORE_PUNCT.sub("", text), options.max_repeat)
+    """What a voice should say for a message's `content`, in words; "" when there is nothing to say. Not cut to a
+    length: what is spoken is cut once, to its limit (bot/speech/say.py)."""
+    text = _Renderer(mentions, options).render(_LINE_MARKERS.sub("", _clean(content[:DISCORD_MAX_CHARS])))
+    text = _cap_repeats(_SPACE_BEFORE_PUNCT.sub("", _sentences(text)), options.max_repeat)
     # Last line of defence, after every edit that could join characters: no URL and no raw markup.
     text = _LEFTOVER_URL.sub(lambda m: f" {_link_words(m[0], options)} ", text)
     text = _LEFTOVER_MENTION.sub(" ", text)
-    return truncate(_SPACES.sub(" ", text).strip(), options.max_chars)
-
-
-def truncate(text: str, max_chars: int) -> str:
-    """`text` if it fits in `max_chars`, else its head cut at a word (if one is near) plus MORE."""
-    if len(text) <= max_chars:
-        return text
-    cut = text.rfind(" ", 0, max_chars + 1)
-    if cut < max_chars // 2:
-        cut = max(max_chars, 0)
-    head = text[:cut].rstrip(" " + _PAUSES + "-")
-    return head + MORE if head else MORE.lstrip(", ")
+    return _SPACES.sub(" ", text).strip()
 
 
 def attachment_kind(filename: str, content_type: str | None = None, *, voice_message: bool = False) -> str:
@@ -161,11 +162,11 @@ def _counted(kind: str, n: int) -> str:
     return f"{_NUMBERS[n] if n < len(_NUMBERS) else n} {kind}s"
 
 
-def _clean(text: str, form: Literal["NFKC", "NFC"] = "NFKC") -> str:
+def _clean(text: str) -> str:
     """The engine's Unicode hygiene (engine.segment.scrub) in its compatibility form (fullwidth and styled
     letters become plain ones, so markup written with them is read as markup), keeping newline, tab and the
-    emoji joiner, which Discord markup and emoji sequences need."""
-    return scrub(text, form=form, keep="\n\t\u200d")
+    emoji joiner, which Discord markup and emoji sequences need. The engine cleans what it is given again (NFC)."""
+    return scrub(text, form="NFKC", keep="\n\t\u200d")
 
 
 def _sentences(text: str) -> str:
@@ -173,7 +174,7 @@ def _sentences(text: str) -> str:
     out: list[str] = []
     for line in filter(None, (line.strip() for line in text.split("\n"))):
         if out:
-            out.append(" " if out[-1][-1] in _PAUSES else ". ")
+            out.append(" " if out[-1][-1] in PAUSES else ". ")
         out.append(line)
     return "".join(out)
 
@@ -238,6 +239,7 @@ class _Renderer:
         self.options = options
 
     def render(self, text: str) -> str:
+        text = _LEADING_MARKS.sub("", text)  # marks on a delimiter (code, spoiler, label) went with it
         pieces: list[str] = []
         last = None  # the words of the previous token, while only whitespace follows it
         pos = 0
@@ -249,7 +251,7 @@ class _Renderer:
                 last = None
             if m.lastgroup == "escape":
                 if unicodedata.category(m["escaped"])[0] != "C":  # an escaped joiner is no character
-                    pieces.append(m["escaped"])
+                    pieces.append(m[0][1:])  # with its marks
                 last = None
                 continue
             words = getattr(self, m.lastgroup)(m).strip()
@@ -306,9 +308,9 @@ class _Renderer:
         return m["who"]
 
     def emoji(self, m: re.Match[str]) -> str:
-        return _emoji_words(m[0]) if self.options.emoji == "name" else ""
+        return _emoji_words(m["emoji"]) if self.options.emoji == "name" else ""
 
 
 def _plain(text: str) -> str:
     """Text between tokens: markdown markers dropped, underscores read as spaces."""
-    return _MARKUP.sub("", text).replace("_", " ")
+    return _MARKUP.sub(lambda m: " " if m["underscore"] else "", text)

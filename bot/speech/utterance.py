@@ -28,6 +28,14 @@ class QueueFull(UserError):
     """The guild's queue is at its bound."""
 
 
+class Late(Exception):
+    """A request that would start past the guild's max_delay, with something ahead of it."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__(f"it would start in about {wait:.0f} s")
+        self.wait = wait
+
+
 Notify = Callable[[str], Awaitable[None]]
 
 
@@ -67,6 +75,7 @@ class Utterance:
     synth_seconds: float = 0.0  # from the guild's synthesis slot to the last chunk
     e2ee_wait_s: float = 0.0  # time held back until the call's E2EE (DAVE) was ready
     speed_factor: float = 1.0  # made this much faster than asked to catch up (set when its synthesis starts)
+    expected_wait: float = 0.0  # when queued: seconds until it should start playing
 
     @property
     def speed(self) -> float:

@@ -70,7 +70,7 @@ class SpeechCog(commands.Cog):
         order = SayOrder(guild=interaction.guild, author=interaction.user, text=text, kind="say", voice_name=voice,
                          channel_id=interaction.channel_id, notify=notify)
         utt = await self.speech.say(order)
-        await reply(interaction, self.speech.queued_text(interaction.guild_id, utt, order.expected_wait))
+        await reply(interaction, self.speech.queued_text(interaction.guild_id, utt))
 
     @app_commands.command(name="tts", description="Get text spoken as an audio file (no voice channel needed)")
     @app_commands.describe(text="what to say", voice="one of your voices, or one shared with you")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.speech.text import MORE
+from bot.config import MORE
 from tests.e2e.conftest import make_settings
 from tests.e2e.recorders import Heard
 
