@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from bot.speech.pacing import Progress
-
-if TYPE_CHECKING:
-    from bot.speech.utterance import Request, Utterance
+from bot.speech.pacing import Pacer, Progress
+from bot.speech.utterance import Late, QueueFull, Request, Utterance
 
 # a /say longer than this (about 10 s of speech) gives another member's /say a turn at its next sentence
 TURN_CHARS = 150
 
 
 class SpeechQueue:
-    """What plays now (`current`) and what waits, and where a new request goes; the speaker plays it."""
+    """What plays now (`current`) and what waits: where a new request goes, whether it is admitted, what gives way
+    to it; the speaker plays it."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_len: int = 20) -> None:
+        self.max_len = max_len  # the most that wait (a guild may set fewer)
         self.current: Utterance | None = None
         self._waiting: collections.deque[Utterance] = collections.deque()
         self._turns: list[Utterance] = []  # members' /say taking their turn in the long /say playing now
@@ -29,27 +29,42 @@ class SpeechQueue:
     def __iter__(self) -> Iterator[Utterance]:
         return iter(list(self._waiting))
 
-    def add(self, utt: Utterance) -> None:
-        """Queue `utt` where it goes; when it takes a member's turn, remember it (it goes before the rest)."""
-        self._waiting.insert(self.place_of(utt.request), utt)
-        if self.takes_turn(utt.request):
+    def admit(self, request: Request, pacer: Pacer, rate: float, *, limit: int | None = None,
+              max_delay: float = float("inf")) -> tuple[Utterance, bool]:
+        """Queue `request` where it goes, as an utterance told when it should start (expected_wait: pacing's model of
+        what plays before it at this guild's `rate`), and whether what plays now gives way to it (at its next
+        sentence). Late if the wait is past `max_delay` with anything queued or playing (later, readout not started by then is
+        stale); QueueFull at the bound (ours, or `limit`).
+
+        Where it goes: asked-for speech (/say, previews) ahead of queued channel readout, behind other asked-for
+        speech; a member's /say taking its turn in a long /say first (behind others taking theirs). What gives way:
+        channel readout to any asked-for speech, a long /say to another member's /say."""
+        cur, urgent = self.current, request.urgent
+        turn = self._takes_turn(request)
+        gives_way = urgent and cur is not None and cur.source is not None and (not cur.request.urgent or turn)
+        place = self._after_turns() if turn else self._front_of_readout() if urgent else len(self._waiting)
+        before = ([cur] if cur is not None else []) + list(self._waiting)[:place]
+        ahead = [u.progress() for u in before]
+        if gives_way:  # only what plays now up to its next boundary is ahead (not heard yet: nothing of it)
+            src = cur.source
+            ahead[0] = Progress(chars=0, produced_s=src.seconds_to_boundary() if src.frames_read else 0.0, finished=True)
+        # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it
+        first = [p for u, p in zip(before, ahead) if u.request.urgent] if urgent else None
+        wait = pacer.wait(ahead, Progress(chars=len(request.text), speed=request.voice.speed), rate, first)
+        if wait > max_delay and (cur is not None or self._waiting):
+            raise Late(wait)
+        bound = min(self.max_len, limit) if limit else self.max_len
+        if len(self._waiting) >= bound:
+            raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
+        if not urgent:
+            request.start_by = request.created_at + max_delay
+        utt = Utterance(request, done=asyncio.get_running_loop().create_future(), expected_wait=wait)
+        self._waiting.insert(place, utt)
+        if turn:  # it goes before the rest of the turns' queue
             self._turns.append(utt)
+        return utt, gives_way
 
-    def place_of(self, request: Request) -> int:
-        """Asked-for speech (/say, previews) goes ahead of queued channel readout, behind other asked-for speech;
-        a member's /say taking its turn in a long /say goes first (behind others taking theirs)."""
-        if self.takes_turn(request):
-            return self._after_turns()
-        return self._front_of_readout() if request.urgent else len(self._waiting)
-
-    def gives_way_to(self, request: Request) -> bool:
-        """Whether what is playing now pauses at its next segment boundary for `request`: channel readout for any
-        asked-for speech, a long /say for another member's /say."""
-        cur = self.current
-        ready = request.urgent and cur is not None and cur.source is not None
-        return ready and (not cur.request.urgent or self.takes_turn(request))
-
-    def takes_turn(self, request: Request) -> bool:
+    def _takes_turn(self, request: Request) -> bool:
         """Members take turns: another member's /say plays at the next sentence of a long /say, then its rest."""
         cur = self.current
         return (cur is not None and cur.request.kind == request.kind == "say"
@@ -61,11 +76,6 @@ class SpeechQueue:
         turns, self._turns = self._after_turns(), []
         if gave_way:
             self._waiting.insert(turns if utt.request.urgent else self._front_of_readout(), utt)
-
-    def ahead_of(self, request: Request) -> list[Utterance]:
-        """What plays before `request` if it were queued now (what plays now first)."""
-        now = [self.current] if self.current is not None else []
-        return now + list(self._waiting)[: self.place_of(request)]
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""
@@ -91,18 +101,3 @@ class SpeechQueue:
 
     def _front_of_readout(self) -> int:
         return next((i for i, u in enumerate(self._waiting) if not u.request.urgent), len(self._waiting))
-
-    def progress_ahead_of(self, request: Request) -> tuple[list[Progress], list[Progress] | None]:
-        """How far what would play before `request` has come (for its expected wait), and of that what is
-        synthesized in the same slots as it (asked-for speech: only asked-for speech; readout: None, all of it)."""
-        utts = self.ahead_of(request)
-        ahead = [u.progress() for u in utts]
-        to_boundary = None
-        if self.gives_way_to(request):  # what plays now gives way (not heard yet: at once)
-            src = self.current.source
-            to_boundary = src.seconds_to_boundary() if src.frames_read else 0.0
-        if to_boundary is not None:  # what plays now gives way there: only that much of it is ahead
-            ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
-        # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it
-        first = [p for u, p in zip(utts, ahead) if u.request.urgent] if request.urgent else None
-        return ahead, first

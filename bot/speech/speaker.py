@@ -13,10 +13,10 @@ from bot.speech.call import GuildCall
 from bot.speech.connection import VoiceConnection
 from bot.speech.driver import VoiceDriver
 from bot.speech.lookahead import Lookahead
-from bot.speech.pacing import Pacer, Progress
+from bot.speech.pacing import Pacer
 from bot.speech.player import Player
 from bot.speech.queue_policy import SpeechQueue
-from bot.speech.utterance import Late, Outcome, QueueFull, Request, Utterance, finish
+from bot.speech.utterance import Outcome, Request, Utterance, finish
 from engine.base import FRAME_BYTES, Engine
 
 log = logging.getLogger(__name__)
@@ -45,14 +45,13 @@ class GuildSpeaker:
         self.guild_id = guild_id
         self.engine = engine
         self.call = call
-        self.queue_max = queue_max
         self.idle_leave_s = idle_leave_s
         self.pacer = pacer or Pacer()
         self.on_utterance = on_utterance
         self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
         self.player = Player(guild_id, call, self.driver, self.pacer, rate=self.rate,
                              load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s)
-        self._queue = SpeechQueue()
+        self._queue = SpeechQueue(queue_max)
         self.ahead = Lookahead(guild_id, engine, self._queue, self.pacer, rate=self.rate, stale=self._stale,
                                depth=lookahead, per_guild=per_guild, buffer_frames=buffer_frames, catch_up=catch_up)
         self._wakeup = asyncio.Event()
@@ -65,21 +64,9 @@ class GuildSpeaker:
 
     # -- public API ----------------------------------------------------------------------------
     def enqueue(self, request: Request, *, limit: int | None = None, max_delay: float = float("inf")) -> Utterance:
-        """Queue a request, told when it should start (utt.expected_wait); Late if that is past `max_delay` with
-        something ahead (later, readout not started by then is skipped), QueueFull at the bound (ours or `limit`)."""
-        ahead, first = self._queue.progress_ahead_of(request)  # pacing's model: the audio ahead, and this one's own
-        own = Progress(chars=len(request.text), speed=request.voice.speed)
-        wait = self.pacer.wait(ahead, own, self.rate(request), first)
-        if wait > max_delay and not self.idle:
-            raise Late(wait)
-        bound = min(self.queue_max, limit) if limit else self.queue_max
-        if len(self._queue) >= bound:
-            raise QueueFull(f"The queue is full ({bound} waiting). Try again when it has moved on.")
-        if not request.urgent:
-            request.start_by = request.created_at + max_delay
-        utt = Utterance(request, done=asyncio.get_running_loop().create_future(), expected_wait=wait)
-        gives_way = self._queue.gives_way_to(request)
-        self._queue.add(utt)
+        """Queue a request (SpeechQueue.admit: its expected wait, Late past `max_delay`, QueueFull at the bound) and
+        start its synthesis; what plays now gives way to it when the queue says so."""
+        utt, gives_way = self._queue.admit(request, self.pacer, self.rate(request), limit=limit, max_delay=max_delay)
         if gives_way and self.call.track is not None:
             self.call.track.give_way()  # pauses at its next sentence for this asked-for speech
         self._ensure_running()
