@@ -130,7 +130,7 @@ def hostile(rng: random.Random, mention_ids: list[int], kind: str | None = None)
 # -- capacity ------------------------------------------------------------------------------------------------
 
 
-def spoken(kind: str, text: str, names: dict[int, str]) -> str | None:
+async def spoken(kind: str, text: str, names: dict[int, str]) -> str | None:
     """What the bot says for `text` sent as `kind` in a guild with the default settings (bot/speech/say.py
     spoken_text, as SpeechService.say: readout cut at the guild's max_length, /say refused over the bot's
     limit): the expected rendering, "" for nothing, None: refused."""
@@ -144,20 +144,20 @@ def spoken(kind: str, text: str, names: dict[int, str]) -> str | None:
     order = SayOrder(guild=None, author=None, text=text, kind=kind, cut_long=kind == "readout",  # type: ignore[arg-type]
                      names=dict(names))  # no guild: mentions are named from `names` alone
     try:
-        return spoken_text(order, config.speech, prefs)[0]
+        return (await spoken_text(order, config.speech, prefs))[0]
     except Refusal as exc:
         if exc.reason is Reason.EMPTY:
             return ""
         return None
 
 
-def expected_texts() -> dict[tuple[str, str], str | None]:
+async def expected_texts() -> dict[tuple[str, str], str | None]:
     """(kind, phrase or hostile kind) -> what the bot says; mentions as in a guild of users named user10xN."""
     names = {i: f"user10x{i}" for i in range(1, 21)}
     out: dict[tuple[str, str], str | None] = {}
     for kind in ("readout", "say"):
-        out.update({(kind, p): spoken(kind, p, names) for p in PHRASES})
-        out.update({(kind, h): spoken(kind, hostile(random.Random(0), list(names), h)[1], names) for h in HOSTILE})
+        out.update({(kind, p): await spoken(kind, p, names) for p in PHRASES})
+        out.update({(kind, h): await spoken(kind, hostile(random.Random(0), list(names), h)[1], names) for h in HOSTILE})
     return out
 
 
@@ -176,7 +176,7 @@ async def measure_capacity(data_dir: Path) -> tuple[float, float, dict[tuple[str
         rendered: dict[str, list[bytes]] = {"": [b""]}
         lengths: dict[tuple[str, str], float | None] = {}
         refs: dict[tuple[str, str], list[np.ndarray]] = {}
-        for key, text in expected_texts().items():
+        for key, text in (await expected_texts()).items():
             if text is not None and text not in rendered:
                 rendered[text] = [await engine.synthesize_all(text, Voice()) for _ in range(REFERENCES)]
             lengths[key] = None if text is None else len(rendered[text][0]) / (48_000 * 4)

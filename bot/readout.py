@@ -14,11 +14,10 @@ from bot import guild_options
 from bot.catch_up import CatchUp
 from bot.config import Settings
 from bot.prefs import PrefsService
-from bot.speech.discord_text import speakable_content
 from bot.speech.say import Join, Reason, Refusal, SayOrder, truncate
 from bot.speech.service import SpeechService
 from bot.speech.utterance import Outcome, Utterance
-from bot.speech.text import TextOptions, attachment_kind, attachment_phrase
+from bot.speech.text import TextOptions, attachment_kind, attachment_phrase, speakable
 
 log = logging.getLogger(__name__)
 TOLD_WINDOW_S = 30.0  # a flooding user is told once in this window
@@ -170,7 +169,7 @@ class ReadoutService:
     async def _spoken_name(self, message: discord.Message, member: discord.Member | None) -> str:
         nick = await self.prefs.spoken_name(message.guild.id, message.author.id)
         raw = nick or (member.display_name if member is not None else message.author.display_name)
-        return truncate(speakable_content(raw, None, TextOptions(emoji="skip")), 40) or "someone"
+        return truncate(speakable(raw, options=TextOptions(emoji="skip")), 40) or "someone"
 
     def _same_author_recently(self, guild_id: int, author_id: int) -> bool:
         last = self._last_author.get(guild_id)

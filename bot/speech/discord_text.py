@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 
 import discord
 
@@ -28,18 +29,27 @@ def _ids(pattern: re.Pattern[str], content: str) -> list[int]:
     return out
 
 
-def mentioned_user_ids(content: str) -> list[int]:
-    """The users mentioned in `content`, each once, at most MAX_LOOKUPS of them."""
-    return _ids(_USER, content)
+ChosenNames = Callable[[list[int]], Awaitable[dict[int, str]]]  # user ids -> the names those users chose
 
 
-def mentions_in(content: str, guild: discord.Guild | None, extra_users: dict[int, str] | None = None) -> Mentions:
-    """Names for the mentions in `content`, from the guild's cache (unknown ones read generically)."""
-    users: dict[int, str] = dict(extra_users or {})
+async def speakable_content(content: str, guild: discord.Guild | None, options: TextOptions,
+                            names: dict[int, str] | None = None, chosen: ChosenNames | None = None) -> str:
+    """`content` in words (bot/speech/text.py), its mentions named: users from `names` (those Discord sent along;
+    without them the guild's cache and a few members fetched), a user's chosen name (`chosen`) over either; roles
+    and channels from the guild's cache; any other is read generically."""
+    user_ids = _ids(_USER, content)
+    users = dict(names) if names is not None else await _fetch_missing(user_ids, guild)
+    if chosen is not None:
+        users.update(await chosen(user_ids))
+    return speakable(content, _mentions(content, guild, user_ids, users), options)
+
+
+def _mentions(content: str, guild: discord.Guild | None, user_ids: list[int], users: dict[int, str]) -> Mentions:
+    """Names for the mentions in `content`: `users`, then the guild's cache (unknown ones read generically)."""
     roles: dict[int, str] = {}
     channels: dict[int, str] = {}
     if guild is not None:
-        for uid in _ids(_USER, content):
+        for uid in user_ids:
             member = guild.get_member(uid)
             if member is not None and uid not in users:
                 users[uid] = member.display_name
@@ -54,14 +64,11 @@ def mentions_in(content: str, guild: discord.Guild | None, extra_users: dict[int
     return Mentions(users=users, roles=roles, channels=channels)
 
 
-def speakable_content(content: str, guild: discord.Guild | None, options: TextOptions,
-                      extra_users: dict[int, str] | None = None) -> str:
-    return speakable(content, mentions_in(content, guild, extra_users), options)
-
-
-async def fetch_mentioned_members(user_ids: list[int], guild: discord.Guild) -> dict[int, str]:
-    """Display names of the mentioned members (`mentioned_user_ids`) missing from the cache (the bot runs without
-    the members intent): a few are asked of Discord, bounded in count and time; the rest are read generically."""
+async def _fetch_missing(user_ids: list[int], guild: discord.Guild | None) -> dict[int, str]:
+    """Display names of mentioned members missing from the cache (the bot runs without the members intent): a few
+    are asked of Discord, bounded in count and time; the rest are read generically."""
+    if guild is None:
+        return {}
     missing = [uid for uid in user_ids if guild.get_member(uid) is None][:MAX_FETCHES]
 
     async def one(uid: int) -> tuple[int, str] | None:

@@ -4,6 +4,7 @@ it (both owned here); follows, leaves when alone."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -21,10 +22,9 @@ from bot.speech.connection import VoiceConnection
 from bot.speech.connection_state import ConnectionState
 from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
-from bot.speech.discord_text import fetch_mentioned_members, mentioned_user_ids
 from bot.speech.presence import Presence
 from bot.speech.say import (Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, late, queued_text,
-                            spoken_text)
+                            spoken)
 from bot.speech.speaker import GuildSpeaker, frames_of
 from bot.speech.utterance import Late, Outcome, QueueFull, Request, Utterance
 from engine.base import Engine, Voice
@@ -133,10 +133,10 @@ class SpeechService:
     async def say(self, order: SayOrder) -> Utterance:
         """Queue what the order asks for, or raise a Refusal saying why not (bot/speech/say.py).
 
-        Order of checks: what is spoken (cleaned; empty or over the limit is refused), the voice, then where
-        (joining when the order allows: nothing is joined for an order refused anyway) and who may
-        (require_voice), the caller's admission, then the speaker's (GuildSpeaker.enqueue): its expected wait
-        within the guild's max_delay, the queue bound."""
+        Order of checks: the asker's voice, what is spoken (cleaned; empty or over the limit is refused) and the
+        voice for its language, then where (joining when the order allows: nothing is joined for an order refused
+        anyway) and who may (require_voice), the caller's admission, then the queue's (SpeechQueue.admit): its
+        expected wait within the guild's max_delay, the queue bound."""
         gp, text, voice = await self._what(order)
         await self._place(order, gp)
         if order.admit is not None and not order.admit():
@@ -159,19 +159,13 @@ class SpeechService:
         return await self.files.render(order.guild.id, text, voice, limit=gp.max_queue)
 
     async def _what(self, order: SayOrder) -> tuple[GuildPrefs, str, Voice]:
-        """The guild's effective options, what is spoken and in which voice: the author's, or the one that
-        speaks the message's language (bot/languages.py) (or a Refusal)."""
-        guild = order.guild
-        gp = guild_options.effective(await self.prefs.guild(guild.id), self.config)
-        mentioned = mentioned_user_ids(order.text)
-        if order.names is None:
-            order.names = await fetch_mentioned_members(mentioned, guild)
-        order.names.update(await self.prefs.spoken_names(guild.id, mentioned))  # the names they chose
-        words = await self.dictionary.entries(guild.id) if self.dictionary is not None else {}
-        text, body = spoken_text(order, self.settings, gp, words)
-        voice = await self._voice(order)
-        if self.languages is not None:
-            voice = await self.languages.voice_for(body, voice, order.author.id, gp.language, gp.voices)
+        """The guild's effective options, what is spoken and in which voice (bot/speech/say.py spoken), or a
+        Refusal."""
+        guild_id = order.guild.id
+        gp = guild_options.effective(await self.prefs.guild(guild_id), self.config)
+        words = await self.dictionary.entries(guild_id) if self.dictionary is not None else {}
+        text, voice = await spoken(order, self.settings, gp, await self._voice(order), words=words,
+                                   chosen=functools.partial(self.prefs.spoken_names, guild_id), languages=self.languages)
         return gp, text, voice
 
     async def _place(self, order: SayOrder, gp: GuildPrefs) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -23,7 +24,7 @@ PREFS = guild_options.effective(GuildPrefs(guild_id=0), CONFIG)  # max_length 30
 def said(text: str, *, kind: str = "say", frame=None, words=None, speech=CONFIG.speech, prefs=PREFS):
     order = SayOrder(guild=None, author=None, text=text, kind=kind,  # type: ignore[arg-type]
                      cut_long=kind == "readout", names={1: "Alice"}, frame=frame)
-    return spoken_text(order, speech, prefs, words)
+    return asyncio.run(spoken_text(order, speech, prefs, words))
 
 
 def test_markup_in_words_then_the_dictionary():
