@@ -45,9 +45,9 @@ class SpeechQueue:
         place = self._after_turns() if turn else self._front_of_readout() if urgent else len(self._waiting)
         before = ([cur] if cur is not None else []) + list(self._waiting)[:place]
         ahead = [u.progress() for u in before]
-        if gives_way:  # only what plays now up to its next boundary is ahead (not heard yet: nothing of it)
-            src = cur.source
-            ahead[0] = Progress(chars=0, produced_s=src.seconds_to_boundary() if src.frames_read else 0.0, finished=True)
+        to_boundary = (cur.source.seconds_to_boundary() if cur.source.frames_read else 0.0) if gives_way else None
+        if to_boundary is not None:  # what plays now gives way there (not heard yet: at once): only that is ahead
+            ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
         # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it
         first = [p for u, p in zip(before, ahead) if u.request.urgent] if urgent else None
         wait = pacer.wait(ahead, Progress(chars=len(request.text), speed=request.voice.speed), rate, first)
