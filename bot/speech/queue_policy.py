@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import Iterator
 
 from bot.speech.pacing import Pacer, Progress
@@ -88,6 +89,18 @@ class SpeechQueue:
 
     def first(self, n: int) -> list[Utterance]:
         return list(self._waiting)[:n]
+
+    def next_due(self) -> tuple[Utterance | None, list[Utterance]]:
+        """Take the next utterance whose turn it is, and those passed over on the way: readout whose turn came past
+        its start_by (one that gave way mid-way is never stale: the channel heard its start)."""
+        stale: list[Utterance] = []
+        while self._waiting:
+            utt = self._waiting.popleft()
+            start_by = utt.request.start_by
+            if start_by is None or time.monotonic() <= start_by or (utt.source and utt.source.frames_read):
+                return utt, stale
+            stale.append(utt)
+        return None, stale
 
     def pop(self) -> Utterance:
         return self._waiting.popleft()

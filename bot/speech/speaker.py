@@ -177,15 +177,12 @@ class GuildSpeaker:
             except asyncio.TimeoutError:
                 log.info("guild %s: idle for %.0f s, leaving voice", self.guild_id, self.idle_leave_s)
                 await self.connection.leave()
-        while self._queue:
-            utt = self._queue.pop()
-            start_by = utt.request.start_by
-            if start_by is None or time.monotonic() <= start_by or (utt.source and utt.source.frames_read):
-                return utt  # (one that gave way mid-way is never stale: the channel heard its start)
-            if utt.source is not None:  # synthesized ahead, but its turn came too late all the same
-                utt.source.close()
-            self._stale(utt)
-        return None
+        utt, stale = self._queue.next_due()
+        for late in stale:
+            if late.source is not None:  # synthesized ahead, but its turn came too late all the same
+                late.source.close()
+            self._stale(late)
+        return utt
 
     async def _run(self) -> None:
         while not self._closed:
