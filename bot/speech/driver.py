@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import logging
 import threading
@@ -48,7 +49,8 @@ class End(enum.Enum):
 
 
 class Track:
-    """A handle on one utterance playing through the driver: stop it, await how it ended."""
+    """A handle on one utterance playing through the driver: stop it, await how it ended. The driver's thread alone
+    reads its source and keeps the Opus of the source's next frames, encoded ahead of sending."""
 
     def __init__(self, source: StreamingSource, sink: Sink, encode: Callable[[bytes], bytes], hold_limit_s: float,
                  loop: asyncio.AbstractEventLoop) -> None:
@@ -60,6 +62,7 @@ class Track:
         self.error: BaseException | None = None
         self.done: asyncio.Future[End] = loop.create_future()
         self._encode = encode
+        self._ahead: collections.deque[bytes] = collections.deque()  # Opus of the source's next frames, in order
         self._loop = loop
         self._stop = False
         self._hold_from: float | None = None
@@ -85,7 +88,7 @@ class Track:
             self.held_s += now - self._hold_from
             self._hold_from = None
             self._speaking = False  # a new session after a reconnect: announce again
-        packet = self.source.read(self._encode)
+        packet = self._next_packet()
         if not packet:
             return End.GAVE_WAY if self.source.yielded else End.FINISHED
         if not self._speaking:
@@ -94,8 +97,21 @@ class Track:
         self.sink.send_opus(packet)
         return None
 
-    def encode_ahead(self, limit: int) -> None:
-        self.source.encode_ahead(self._encode, limit)
+    def _next_packet(self) -> bytes:
+        """The source's next frame as Opus: encoded ahead, or now (silence on an underrun); b"" at its end."""
+        frame = self.source.read()
+        if not frame:
+            self._ahead.clear()  # gave way: the rest is encoded again when it plays (a new stream)
+            return b""
+        if self._ahead:  # the frame just read is the one encoded first (only this thread takes frames out)
+            return self._ahead.popleft()
+        return self._encode(frame)
+
+    def encode_ahead(self, frames: int) -> None:
+        """Encode the source's next frames, in order, until `frames` are encoded ahead of sending (an Opus encoder's
+        state follows the stream)."""
+        for pcm in self.source.upcoming(len(self._ahead), frames - len(self._ahead)):
+            self._ahead.append(self._encode(pcm))
 
     def close(self, end: End, error: BaseException | None = None) -> None:
         """Silence after speech, the speaking flag off, the buffer freed (unless it gave way), the waiter told."""
@@ -206,6 +222,6 @@ class VoiceDriver:
             if time.perf_counter() >= deadline:
                 break
             try:
-                track.encode_ahead(ENCODE_AHEAD - track.source.encoded_frames)
+                track.encode_ahead(ENCODE_AHEAD)
             except Exception:
                 log.debug("encoding ahead failed; the frame is encoded when sent", exc_info=True)

@@ -1,9 +1,10 @@
-"""StreamingSource: one utterance's bounded frame buffer, fed PCM by the engine, read as Opus by the voice driver."""
+"""StreamingSource: one utterance's bounded frame buffer, fed PCM by the engine, read by the voice driver."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import threading
 from collections.abc import AsyncIterator, Callable
 
@@ -20,13 +21,12 @@ class StreamingSource:
 
     `read()` never blocks: it returns the next frame, a silence frame (counted as an underrun) when
     the buffer is empty mid-utterance, or b"" once the producer has finished and the buffer is drained.
-    The driver encodes buffered frames to Opus ahead of playback (`encode_ahead`), off its 20 ms sends.
+    The driver encodes the frames `upcoming` to Opus ahead of reading them (its Track keeps them), off its 20 ms sends.
     """
 
     def __init__(self, max_frames: int = 1500) -> None:
         self.max_frames = max(2, max_frames)
-        self._frames: collections.deque[bytes] = collections.deque()  # PCM, not encoded yet
-        self._encoded: collections.deque[bytes] = collections.deque()  # Opus, ahead of `_frames`
+        self._frames: collections.deque[bytes] = collections.deque()  # PCM, not read yet
         self._lock = threading.Lock()
         self._finished = False  # the producer will add nothing more
         self._closed = False  # cleanup ran: drop everything
@@ -56,7 +56,7 @@ class StreamingSource:
     def offer(self, frame: bytes) -> bool:
         """Add one PCM frame unless the buffer is full (then False: wait_space, and offer it again)."""
         with self._lock:
-            if len(self._encoded) + len(self._frames) >= self.max_frames:
+            if len(self._frames) >= self.max_frames:
                 self._space.clear()
                 return False
             self._frames.append(frame)
@@ -105,7 +105,7 @@ class StreamingSource:
 
     @property
     def buffered_frames(self) -> int:
-        return len(self._encoded) + len(self._frames)
+        return len(self._frames)
 
     @property
     def producer(self) -> asyncio.Task | None:
@@ -138,31 +138,18 @@ class StreamingSource:
         self.yielded = self._yield = False
 
     # -- consumer side (the voice driver's thread) -----------------------------------------------
-    def encode_ahead(self, encode: Callable[[bytes], bytes], limit: int) -> int:
-        """Encode up to `limit` buffered PCM frames, in order, for `read` to hand out; returns how many. Only the
-        thread that reads may call it (an Opus encoder's state follows the stream)."""
-        done = 0
-        while done < limit and not self._closed:
-            with self._lock:
-                if not self._frames:
-                    break
-                pcm = self._frames[0]
-            packet = encode(pcm)  # outside the lock: the producer keeps filling meanwhile
-            with self._lock:
-                if self._closed or not self._frames:
-                    break
-                self._frames.popleft()
-                self._encoded.append(packet)
-            done += 1
-        return done
+    def upcoming(self, skip: int, limit: int) -> list[bytes]:
+        """The buffered frames the next reads return, after the first `skip`, at most `limit` (for encoding ahead).
+        Only the reading thread may call it: it alone takes frames out, so they stay where they are."""
+        with self._lock:
+            return list(itertools.islice(self._frames, skip, skip + max(0, limit)))
 
-    @property
-    def encoded_frames(self) -> int:
-        return len(self._encoded)
+    def is_opus(self) -> bool:
+        return False
 
-    def read(self, encode: Callable[[bytes], bytes] | None = None) -> bytes:
-        """The next frame: Opus when `encode` is given (encoded ahead, or now), else PCM; b"" at the end or at
-        the segment boundary where it gives way; silence (counted as an underrun) when nothing is buffered."""
+    def read(self) -> bytes:
+        """The next PCM frame; b"" at the end or at the segment boundary where it gives way; silence (counted as an
+        underrun) when nothing is buffered."""
         if self._closed:
             return b""
         with self._lock:
@@ -173,15 +160,13 @@ class StreamingSource:
                 self.yielded = True
                 self.stats.broke()
                 return b""
-            queued = len(self._encoded) + len(self._frames)
-            if self._encoded:
-                frame, raw = self._encoded.popleft(), False
-            elif self._frames:
-                frame, raw = self._frames.popleft(), True
+            queued = len(self._frames)
+            if self._frames:
+                frame = self._frames.popleft()
             elif self._finished:
                 return b""
             else:
-                frame, raw = None, True
+                frame = None
             wake = queued == self.max_frames
         if frame is None:
             self.underruns += 1
@@ -191,7 +176,7 @@ class StreamingSource:
             self.frames_read += 1
         if wake and self._loop is not None:
             self._loop.call_soon_threadsafe(self._space.set)
-        return encode(frame) if raw and encode is not None else frame
+        return frame
 
     def cleanup(self) -> None:
         """When playback ends or is stopped: free the buffer, stop the producer (not when it gave way: the rest is
@@ -205,7 +190,6 @@ class StreamingSource:
         self._closed = True
         with self._lock:
             self._frames.clear()
-            self._encoded.clear()
         _call_on_loop(self._loop, self._stopped)
 
     def _stopped(self) -> None:

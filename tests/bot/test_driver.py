@@ -1,0 +1,78 @@
+"""The voice driver's Track: Opus encoded ahead is sent in order, frame for frame; a give-way drops what was ahead."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.speech.driver import End, Track
+from bot.speech.source import StreamingSource
+from engine.base import FRAME_BYTES, AudioChunk
+
+
+class Sink:
+    timeout = 1.0
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def ready_to_send(self) -> bool:
+        return True
+
+    def is_connected(self) -> bool:
+        return True
+
+    def send_opus(self, packet: bytes) -> None:
+        self.sent.append(packet)
+
+    def set_speaking(self, speaking: bool) -> None:
+        pass
+
+
+async def segments(*lengths: int):
+    value = 0
+    for seg, n in enumerate(lengths):
+        for _ in range(n):
+            value += 1
+            yield AudioChunk(bytes([value]) * FRAME_BYTES, 48_000, 2, segment=seg)
+
+
+def encoder(log: list[int]):
+    def encode(pcm: bytes) -> bytes:  # stands for Opus: the frame's value, and each call in order
+        log.append(pcm[0])
+        return b"opus" + pcm[:1]
+    return encode
+
+
+def play(track: Track, ahead: int) -> End:
+    while True:
+        end = track.step(0.0)
+        if end is not None:
+            return end
+        track.encode_ahead(ahead)
+
+
+async def test_frames_encoded_ahead_are_sent_in_order_and_each_encoded_once():
+    src = StreamingSource(max_frames=100)
+    src.start(segments(30))
+    await asyncio.wait_for(src.producer, 5)
+    sink, encoded = Sink(), []
+    track = Track(src, sink, encoder(encoded), 1.0, asyncio.get_running_loop())
+    assert play(track, 7) is End.FINISHED
+    assert sink.sent == [b"opus" + bytes([v]) for v in range(1, 31)]
+    assert encoded == list(range(1, 31)) and src.frames_read == 30 and src.buffered_frames == 0
+
+
+async def test_giving_way_drops_what_was_encoded_ahead_and_the_rest_plays_from_the_boundary():
+    src = StreamingSource(max_frames=100)
+    src.start(segments(5, 5))
+    await asyncio.wait_for(src.producer, 5)
+    src.give_way()
+    sink, encoded = Sink(), []
+    track = Track(src, sink, encoder(encoded), 1.0, asyncio.get_running_loop())
+    track.step(0.0)  # the first frame is heard: it goes on to the boundary
+    assert play(track, 8) is End.GAVE_WAY and src.yielded
+    assert sink.sent == [b"opus" + bytes([v]) for v in range(1, 6)] and src.buffered_frames == 5
+    src.resume()
+    rest = Sink()
+    assert play(Track(src, rest, encoder([]), 1.0, asyncio.get_running_loop()), 8) is End.FINISHED
+    assert rest.sent == [b"opus" + bytes([v]) for v in range(6, 11)]
