@@ -188,7 +188,7 @@ async def _child_main() -> int:
         "created_at": utt.request.created_at, "catch_up": utt.speed_factor,
         # [start, frames] of each stretch the player played (more than one when it gave way to a /say): a bench
         # finds this audio in the sandbox's capture by when it started, and checks it was all there
-        "spans": utt.source.stats.spans if utt.source is not None else []}) + "\n"))
+        "spans": utt.stats.spans}) + "\n"))
     lags: list[float] = []
     engine_totals: list[tuple[float, float, float]] = []
     tickers = [asyncio.create_task(_lag_ticker(lags)),

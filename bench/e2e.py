@@ -184,7 +184,7 @@ class Bench:
         parts: dict[str, list[float]] = {k: [] for k in ("handler", "slot", "synth", "player", "wire")}
         for utt in utts:
             b = utt.bench
-            read = utt.source.stats.first_read_at if utt.source else None
+            read = utt.stats.first_read_at
             if None in (b["granted"], b["synthesized"], read):
                 continue
             parts["handler"].append(utt.request.created_at - b["acted"])

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bot.speech.opus import voice_encoder
-from bot.speech.source import StreamingSource
+from bot.speech.play_stats import PlayStats
+from bot.speech.source import SILENCE, StreamingSource
 
 log = logging.getLogger(__name__)
 TICK_S = 0.020  # one Opus frame per connection per tick
@@ -53,9 +54,10 @@ class Track:
     reads its source and keeps the Opus of the source's next frames, encoded ahead of sending."""
 
     def __init__(self, source: StreamingSource, sink: Sink, encode: Callable[[bytes], bytes], hold_limit_s: float,
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop, stats: PlayStats | None = None) -> None:
         self.source = source
         self.sink = sink
+        self.stats = stats if stats is not None else PlayStats()  # when its frames were sent
         self.hold_limit_s = hold_limit_s
         self.held_s = 0.0  # time spent waiting for the connection or its E2EE while playing
         self.end: End | None = None
@@ -90,7 +92,10 @@ class Track:
             self._speaking = False  # a new session after a reconnect: announce again
         packet = self._next_packet()
         if not packet:
-            return End.GAVE_WAY if self.source.yielded else End.FINISHED
+            if self.source.yielded:
+                self.stats.broke()
+                return End.GAVE_WAY
+            return End.FINISHED
         if not self._speaking:
             self.sink.set_speaking(True)
             self._speaking = True
@@ -99,10 +104,13 @@ class Track:
 
     def _next_packet(self) -> bytes:
         """The source's next frame as Opus: encoded ahead, or now (silence on an underrun); b"" at its end."""
+        queued = self.source.buffered_frames  # only this thread takes frames out: at least this many before the read
         frame = self.source.read()
         if not frame:
             self._ahead.clear()  # gave way: the rest is encoded again when it plays (a new stream)
             return b""
+        if frame is not SILENCE:  # the source's own silence frame: an underrun, not speech played
+            self.stats.played(queued)
         if self._ahead:  # the frame just read is the one encoded first (only this thread takes frames out)
             return self._ahead.popleft()
         return self._encode(frame)
@@ -149,10 +157,11 @@ class VoiceDriver:
         self.late_ticks = 0  # ticks that started more than a tick late
         self.cpu_s = 0.0  # the thread's CPU time while it had tracks
 
-    def play(self, source: StreamingSource, sink: Sink, *, hold_limit_s: float) -> Track:
-        """Start sending `source` to `sink` at the next tick (from the event loop)."""
+    def play(self, source: StreamingSource, sink: Sink, *, hold_limit_s: float, stats: PlayStats | None = None) -> Track:
+        """Start sending `source` to `sink` at the next tick (from the event loop); `stats` counts when its frames
+        were sent (an utterance's across the tracks it plays in, when it gives way)."""
         encode = voice_encoder(self.encoder_options, self.complexity)
-        track = Track(source, sink, encode, hold_limit_s, asyncio.get_running_loop())
+        track = Track(source, sink, encode, hold_limit_s, asyncio.get_running_loop(), stats)
         with self._wake:
             if self._closed:
                 raise RuntimeError("the voice driver is closed")

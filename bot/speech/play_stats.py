@@ -1,5 +1,4 @@
-"""PlayStats: when an utterance's frames were played (its first frame, the stretches without a break), for the
-player's time to first audio and the benches; the voice driver's thread counts them, the loop reads them after."""
+"""PlayStats: when an utterance's frames were sent (its first, the unbroken stretches): its TTFA, the benches."""
 
 from __future__ import annotations
 
@@ -9,8 +8,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class PlayStats:
-    first_read_at: float | None = None  # monotonic time of the first real frame handed to the player
-    buffered_at_start: int = 0  # frames in the buffer when the player took the first one
+    first_read_at: float | None = None  # monotonic time of the first real frame the voice driver sent
+    buffered_at_start: int = 0  # frames in the buffer when the driver took the first one
     spans: list[list[float]] = field(default_factory=list)  # [monotonic start, frames] of each unbroken stretch
     _span_open: bool = False
 

@@ -125,15 +125,15 @@ class Player:
         if self._yields(src):  # asked-for speech came while this was about to start
             return None
         try:
-            track = self.driver.play(src, self.connection.sink, hold_limit_s=self.e2ee_wait_s)
+            track = self.driver.play(src, self.connection.sink, hold_limit_s=self.e2ee_wait_s, stats=utt.stats)
         except Exception as exc:
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
             return await self.fail(utt, "I could not play in the voice channel right now. Try again.")
         end = await handle.play(track)
         utt.e2ee_wait_s += track.held_s
-        if src.stats.first_read_at is not None:
-            utt.ttfa = src.stats.first_read_at - utt.request.created_at
+        if utt.stats.first_read_at is not None:
+            utt.ttfa = utt.stats.first_read_at - utt.request.created_at
         return await self._ended(utt, src, track, end)
 
     async def _ended(self, utt: Utterance, src: StreamingSource, track: Track, end: End) -> Outcome | None:

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 
 from bot.speech.feed import feed
 from bot.speech.pacing import FRAME_S
-from bot.speech.play_stats import PlayStats
 from engine.base import FRAME_BYTES, AudioChunk
 
 SILENCE = b"\x00" * FRAME_BYTES
@@ -35,7 +34,6 @@ class StreamingSource:
         self.frames_read = 0
         self.frames_written = 0
         self.first_frame_ready: asyncio.Event = asyncio.Event()
-        self.stats = PlayStats()  # when its frames were played
         self._space: asyncio.Event = asyncio.Event()
         self._space.set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -158,7 +156,6 @@ class StreamingSource:
             if self._yield and self._boundaries and self._boundaries[0] == self.frames_read and self.frames_read:
                 self._boundaries.popleft()
                 self.yielded = True
-                self.stats.broke()
                 return b""
             queued = len(self._frames)
             if self._frames:
@@ -172,7 +169,6 @@ class StreamingSource:
             self.underruns += 1
             frame = SILENCE
         else:
-            self.stats.played(queued)
             self.frames_read += 1
         if wake and self._loop is not None:
             self._loop.call_soon_threadsafe(self._space.set)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from bot.errors import UserError
 from bot.speech.pacing import FRAME_S, Progress
+from bot.speech.play_stats import PlayStats
 from bot.speech.source import StreamingSource
 from engine.base import Voice
 
@@ -76,6 +77,7 @@ class Utterance:
     e2ee_wait_s: float = 0.0  # time held back until the call's E2EE (DAVE) was ready
     speed_factor: float = 1.0  # made this much faster than asked to catch up (set when its synthesis starts)
     expected_wait: float = 0.0  # when queued: seconds until it should start playing
+    stats: PlayStats = field(default_factory=PlayStats)  # when its frames were sent (the driver's thread counts)
 
     @property
     def speed(self) -> float:

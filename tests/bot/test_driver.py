@@ -1,10 +1,11 @@
-"""The voice driver's Track: Opus encoded ahead is sent in order, frame for frame; a give-way drops what was ahead."""
+"""The voice driver's Track: Opus encoded ahead sent in order, frame for frame; a give-way drops what was ahead; stats."""
 
 from __future__ import annotations
 
 import asyncio
 
 from bot.speech.driver import End, Track
+from bot.speech.play_stats import PlayStats
 from bot.speech.source import StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk
 
@@ -60,6 +61,7 @@ async def test_frames_encoded_ahead_are_sent_in_order_and_each_encoded_once():
     assert play(track, 7) is End.FINISHED
     assert sink.sent == [b"opus" + bytes([v]) for v in range(1, 31)]
     assert encoded == list(range(1, 31)) and src.frames_read == 30 and src.buffered_frames == 0
+    assert track.stats.buffered_at_start == 30 and [n for _, n in track.stats.spans] == [30]
 
 
 async def test_giving_way_drops_what_was_encoded_ahead_and_the_rest_plays_from_the_boundary():
@@ -68,11 +70,32 @@ async def test_giving_way_drops_what_was_encoded_ahead_and_the_rest_plays_from_t
     await asyncio.wait_for(src.producer, 5)
     src.give_way()
     sink, encoded = Sink(), []
-    track = Track(src, sink, encoder(encoded), 1.0, asyncio.get_running_loop())
+    stats = PlayStats()
+    track = Track(src, sink, encoder(encoded), 1.0, asyncio.get_running_loop(), stats)
     track.step(0.0)  # the first frame is heard: it goes on to the boundary
     assert play(track, 8) is End.GAVE_WAY and src.yielded
     assert sink.sent == [b"opus" + bytes([v]) for v in range(1, 6)] and src.buffered_frames == 5
     src.resume()
     rest = Sink()
-    assert play(Track(src, rest, encoder([]), 1.0, asyncio.get_running_loop()), 8) is End.FINISHED
+    assert play(Track(src, rest, encoder([]), 1.0, asyncio.get_running_loop(), stats), 8) is End.FINISHED
     assert rest.sent == [b"opus" + bytes([v]) for v in range(6, 11)]
+    assert [n for _, n in stats.spans] == [5, 5]  # the utterance's stats, across both tracks
+
+
+async def test_underrun_silence_is_sent_but_not_counted_as_played():
+    rest = asyncio.Event()
+
+    async def slow():
+        yield AudioChunk(b"\x01" * FRAME_BYTES, 48_000, 2)
+        await rest.wait()  # the rest is still being made: the buffer runs dry
+
+    src = StreamingSource(max_frames=100)
+    src.start(slow())
+    await asyncio.wait_for(src.first_frame_ready.wait(), 5)
+    sink = Sink()
+    track = Track(src, sink, encoder([]), 1.0, asyncio.get_running_loop())
+    assert track.step(0.0) is None and track.step(0.0) is None
+    assert len(sink.sent) == 2 and src.underruns == 1 and [n for _, n in track.stats.spans] == [1]
+    rest.set()
+    await asyncio.wait_for(src.producer, 5)
+    assert track.step(0.0) is End.FINISHED

@@ -51,8 +51,8 @@ async def test_idle_engine_starts_at_the_first_frame(sb, demo, bot):
     [(utt, outcome)] = ended
     assert outcome.value == "played" and not utt.prerolled and utt.source.underruns == 0
     # the first segment (a clause) was enough to start: far less than the whole utterance was buffered
-    assert utt.source.stats.buffered_at_start < utt.source.frames_written // 2
-    assert utt.source.stats.buffered_at_start < frames_of(8.0)
+    assert utt.stats.buffered_at_start < utt.source.frames_written // 2
+    assert utt.stats.buffered_at_start < frames_of(8.0)
 
 
 @pytest.mark.parametrize("slow_running", [0.8], indirect=True)
