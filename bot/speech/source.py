@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import collections
-import itertools
-import threading
 from collections.abc import AsyncIterator, Callable
 
 from bot.speech.feed import feed
+from bot.speech.handoff import FrameHandoff
 from bot.speech.pacing import FRAME_S
 from engine.base import FRAME_BYTES, AudioChunk
 
@@ -16,35 +14,27 @@ SILENCE = b"\x00" * FRAME_BYTES
 
 
 class StreamingSource:
-    """Frames in from an async producer on the loop, out to the voice driver's thread (bot/speech/driver.py).
+    """One utterance's audio: its producer (bot/speech/feed.py) fills it on the loop, the voice driver reads it.
 
-    `read()` never blocks: it returns the next frame, a silence frame (counted as an underrun) when
-    the buffer is empty mid-utterance, or b"" once the producer has finished and the buffer is drained.
-    The driver encodes the frames `upcoming` to Opus ahead of reading them (its Track keeps them), off its 20 ms sends.
+    All the two threads share is its FrameHandoff (bot/speech/handoff.py); the rest is the loop's (the producer
+    task, the waits) or the reader's. `read()` never blocks: it returns the next PCM frame, a silence frame (counted
+    as an underrun) when the buffer is empty mid-utterance, or b"" once the producer has finished and the buffer is
+    drained. The driver's Track encodes the frames `upcoming` to Opus ahead of reading them.
     """
 
     def __init__(self, max_frames: int = 1500) -> None:
-        self.max_frames = max(2, max_frames)
-        self._frames: collections.deque[bytes] = collections.deque()  # PCM, not read yet
-        self._lock = threading.Lock()
-        self._finished = False  # the producer will add nothing more
-        self._closed = False  # cleanup ran: drop everything
+        self._handoff = FrameHandoff(max_frames, self._space_freed)
+        self.max_frames = self._handoff.max_frames
         self.error: BaseException | None = None
-        self.underruns = 0
-        self.frames_read = 0
-        self.frames_written = 0
+        self.underruns = 0  # the reader's: silence frames it read
         self.first_frame_ready: asyncio.Event = asyncio.Event()
         self._space: asyncio.Event = asyncio.Event()
         self._space.set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
         self._grew: asyncio.Event = asyncio.Event()  # set whenever frames are added or the producer ends
-        # where each segment after the first starts (frame numbers): the player may give way there
-        self._boundaries: collections.deque[int] = collections.deque()
-        self._yield = False  # give way at the next segment boundary (asked-for speech is waiting)
-        self.yielded = False  # the player stopped at a boundary; the rest plays when it is started again
 
-    # -- producer side (event loop) -------------------------------------------------------------
+    # -- the producer's side (event loop) -----------------------------------------------------------
     def start(self, chunks: AsyncIterator[AudioChunk]) -> asyncio.Task:
         """Begin filling the buffer from `chunks` (bot/speech/feed.py) in a task on the running loop."""
         self._loop = asyncio.get_running_loop()
@@ -53,12 +43,9 @@ class StreamingSource:
 
     def offer(self, frame: bytes) -> bool:
         """Add one PCM frame unless the buffer is full (then False: wait_space, and offer it again)."""
-        with self._lock:
-            if len(self._frames) >= self.max_frames:
-                self._space.clear()
-                return False
-            self._frames.append(frame)
-            self.frames_written += 1
+        if not self._handoff.put(frame):
+            self._space.clear()  # on the loop: the reader's wake-up (_space_freed) comes after this
+            return False
         self.first_frame_ready.set()
         return True
 
@@ -67,22 +54,50 @@ class StreamingSource:
 
     def mark_boundary(self) -> None:
         """A new segment starts with the next frame: the player may give way there."""
-        with self._lock:
-            self._boundaries.append(self.frames_written)
+        self._handoff.mark_boundary()
 
     def grew(self) -> None:
         self._grew.set()
 
     def finish(self) -> None:
         """The producer will add nothing more."""
-        with self._lock:
-            self._finished = True
+        self._handoff.finish()
         self.first_frame_ready.set()  # wake a waiter even when nothing came
         self._grew.set()
 
+    # -- the player's view (event loop) -------------------------------------------------------------
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._handoff.closed
+
+    @property
+    def finished(self) -> bool:
+        return self._handoff.finished
+
+    @property
+    def buffered_frames(self) -> int:
+        return self._handoff.buffered
+
+    @property
+    def frames_written(self) -> int:
+        return self._handoff.written
+
+    @property
+    def frames_read(self) -> int:
+        return self._handoff.taken
+
+    @property
+    def producer(self) -> asyncio.Task | None:
+        return self._task
+
+    @property
+    def giving_way(self) -> bool:
+        return self._handoff.giving_way
+
+    @property
+    def yielded(self) -> bool:
+        """The reader stopped at a boundary; the rest plays when it is started again."""
+        return self._handoff.yielded
 
     async def wait_buffered(self, frames: int, timeout: float | None = None) -> None:
         """Wait (at most `timeout` s) until `frames` are buffered, the producer is done, the source closed or
@@ -90,89 +105,54 @@ class StreamingSource:
         try:
             async with asyncio.timeout(timeout):
                 want = min(frames, self.max_frames)
-                while not (self._finished or self._closed or self.buffered_frames >= want
-                           or (self._yield and not self.frames_read)):
+                while not (self.finished or self.closed or self.buffered_frames >= want
+                           or (self.giving_way and not self.frames_read)):
                     self._grew.clear()
                     await self._grew.wait()
         except TimeoutError:
             return
 
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
-    @property
-    def buffered_frames(self) -> int:
-        return len(self._frames)
-
-    @property
-    def producer(self) -> asyncio.Task | None:
-        return self._task
-
-    def give_way(self) -> None:
-        """Stop the player at the next segment boundary (`yielded` tells it did); before a frame played, at once."""
-        self._yield = True
-        self._grew.set()
-
     async def wait_started(self, timeout: float) -> None:
         """Wait for the first frame, the producer's end or a give-way (TimeoutError after `timeout` s)."""
         async with asyncio.timeout(timeout):
-            while not (self.first_frame_ready.is_set() or self._yield):
+            while not (self.first_frame_ready.is_set() or self.giving_way):
                 self._grew.clear()
                 await self._grew.wait()
 
-    @property
-    def giving_way(self) -> bool:
-        return self._yield
+    def give_way(self) -> None:
+        """Stop the player at the next segment boundary (`yielded` tells it did); before a frame played, at once."""
+        self._handoff.give_way()
+        self._grew.set()
 
     def seconds_to_boundary(self) -> float | None:
         """Audio left before the player would give way, when the next boundary is already synthesized."""
-        with self._lock:
-            ahead = [b for b in self._boundaries if b >= self.frames_read]
-            return (ahead[0] - self.frames_read) * FRAME_S if ahead else None
+        frames = self._handoff.frames_to_boundary()
+        return frames * FRAME_S if frames is not None else None
 
     def resume(self) -> None:
         """Before playing the rest after giving way."""
-        self.yielded = self._yield = False
+        self._handoff.resume()
 
-    # -- consumer side (the voice driver's thread) -----------------------------------------------
+    # -- the reader's side (the voice driver's thread) ----------------------------------------------
+    def read(self) -> bytes:
+        """The next PCM frame; b"" at the end or at the segment boundary where it gives way; silence (counted as an
+        underrun) when nothing is buffered."""
+        frame = self._handoff.take()
+        if frame is None:
+            self.underruns += 1
+            return SILENCE
+        return frame
+
     def upcoming(self, skip: int, limit: int) -> list[bytes]:
-        """The buffered frames the next reads return, after the first `skip`, at most `limit` (for encoding ahead).
-        Only the reading thread may call it: it alone takes frames out, so they stay where they are."""
-        with self._lock:
-            return list(itertools.islice(self._frames, skip, skip + max(0, limit)))
+        """The buffered frames the next reads return, after the first `skip`, at most `limit` (for encoding ahead)."""
+        return self._handoff.upcoming(skip, limit)
 
     def is_opus(self) -> bool:
         return False
 
-    def read(self) -> bytes:
-        """The next PCM frame; b"" at the end or at the segment boundary where it gives way; silence (counted as an
-        underrun) when nothing is buffered."""
-        if self._closed:
-            return b""
-        with self._lock:
-            while self._boundaries and self._boundaries[0] < self.frames_read:
-                self._boundaries.popleft()
-            if self._yield and self._boundaries and self._boundaries[0] == self.frames_read and self.frames_read:
-                self._boundaries.popleft()
-                self.yielded = True
-                return b""
-            queued = len(self._frames)
-            if self._frames:
-                frame = self._frames.popleft()
-            elif self._finished:
-                return b""
-            else:
-                frame = None
-            wake = queued == self.max_frames
-        if frame is None:
-            self.underruns += 1
-            frame = SILENCE
-        else:
-            self.frames_read += 1
-        if wake and self._loop is not None:
+    def _space_freed(self) -> None:
+        if self._loop is not None:
             self._loop.call_soon_threadsafe(self._space.set)
-        return frame
 
     def cleanup(self) -> None:
         """When playback ends or is stopped: free the buffer, stop the producer (not when it gave way: the rest is
@@ -181,12 +161,8 @@ class StreamingSource:
             self.close()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with self._lock:
-            self._frames.clear()
-        _call_on_loop(self._loop, self._stopped)
+        if self._handoff.close():
+            _call_on_loop(self._loop, self._stopped)
 
     def _stopped(self) -> None:
         """On the loop, once closed: the producer cancelled, whoever waits woken."""
