@@ -16,6 +16,7 @@ from engine.backends import kokoro_assets
 from engine.backends import kokoro_graph as graph
 from engine.backends import kokoro_voice
 from engine.backends.kokoro_g2p import g2p_key, phonemize
+from engine.backends.kokoro_norms import NormPools
 from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
 from engine.backends.piper import WARM_UP_TEXT, intra_op_threads, word_runs
 from engine.backends.sessions import new_session, run_cancellable
@@ -31,15 +32,30 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 MAX_TOKENS = 510  # the model reads 512 tokens, a pad at each end; a voice pack has a style row per count
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
-# The vocoder's windows (KokoroModel.run, windows()), in decoder frames of 12.5 ms. The vocoder normalizes each
-# channel over the whole window, so a short window sounds unlike the same audio vocoded whole: a 0.6 s first window
-# (to be heard sooner) raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences (0.108 with
-# 1.2 s after it, 0.077 only with 0.4 s + 2 s: no sooner than the whole first segment); 3 s windows cost 9 errors
-# on four 6 s sentences (17 vs 8); 4 s windows (runs of up to 6 s whole) 1 in 11 sentences (20 vs 19), and they
-# bound the vocoder's memory (the engine after warm-up: 758 MB vocoding 150 characters whole, 557 MB in 4 s windows
-# with the shared arena).
+# The vocoder's windows (KokoroModel.run, windows()), in decoder frames of 12.5 ms. Its instance norms normalize each
+# channel over what they see, so a window normalized by its own statistics sounds unlike the same audio vocoded whole:
+# a 0.6 s first window raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences; 3 s windows cost
+# 9 errors on four 6 s sentences (17 vs 8); 4 s windows (runs of up to 6 s whole) 1 in 11 sentences (20 vs 19). So a
+# run is vocoded in such windows until the voice's statistics in its language are learned (kokoro_norms.py); then in
+# windows from FIRST frames, each 1.5x the one before up to WINDOW, so the first is heard after 0.8 s of the run is
+# vocoded rather than all of it (the first chunk of six sentences: p50 202 ms, was ~580). Such a window normalizes by
+# its own statistics weighted n / (n + PRIOR) (n its frames) and the learned ones by the rest. Measured on 14
+# sentences against the same runs vocoded whole, for af_heart and am_michael (the voice learned from the warm-up):
+#   own-weight prior     PocketSphinx WER         speaker similarity to the voice (resemblyzer; another voice ~0.66)
+#   whole (before)       0.049, 0.076             0.930, 0.934
+#   learned only         0.056, 0.076             0.880, 0.877
+#   PRIOR 100            0.069, 0.090             0.922, 0.925
+#   PRIOR 200            0.069, 0.069             0.915, 0.923
+#   PRIOR 400            0.049, 0.069             0.905, 0.916
+# (the learned statistics alone keep the words but move the voice: its 4-12 kHz band by 1.3-3 dB on average against
+# the whole run's, by which sentences were learned.) Windows also bound the vocoder's memory (the engine after
+# warm-up: 758 MB vocoding 150 characters whole, 557 MB in 4 s windows with the shared arena).
 WINDOW = 320  # frames (4 s) per window, at most 1.5x (so none is short)
-SIDE = 16  # frames a window renders beyond each end (the convolutions' reach)
+FIRST = 64  # frames (0.8 s, the leading pause included) of the first window when the statistics are learned
+PRIOR = 200  # frames: the learned statistics' weight against a window's own
+# frames a window renders beyond each end (the convolutions' reach): with learned statistics 8 joined as well as 16
+# (worst seam 1.10 vs 1.09 of the whole run's flux) at 1.10x the whole runs' vocoding time instead of 1.23x
+SIDE = 8
 CROSSFADE = 2400  # samples (0.1 s) over which two windows are cross-faded (20 ms left a jump: 1.25x the whole run's)
 RAMP = 12_000  # samples (0.5 s) over which a window's level eases from the one before's back to its own
 # Each run starts with ~0.35 s of silence (the model's duration for its leading pad token): it is cut to LEAD_S before
@@ -75,7 +91,8 @@ def token_runs(tokens: list[int], breaks: set[int], limit: int = MAX_TOKENS) -> 
 class KokoroModel:
     """The model's sessions (its text-to-features part, its vocoder, the vocoder's phase; engine/backends/
     kokoro_graph.py), each one shared by every worker (onnxruntime runs a session from several threads at once),
-    its phoneme vocabulary and the voice packs, each read on first use."""
+    its phoneme vocabulary, the voice packs, each read on first use, and the vocoder's statistics learned per voice
+    and language (kokoro_norms.py)."""
 
     def __init__(self, settings: KokoroSettings, threads: int) -> None:
         self.files = kokoro_assets.graph_paths(settings.assets_dir)
@@ -86,6 +103,7 @@ class KokoroModel:
         self._sessions: dict[str, object] = {}
         self._styles: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
+        self.norms = NormPools()
 
     def session(self, name: str) -> object:
         with self._lock:
@@ -123,32 +141,43 @@ class KokoroModel:
         return np.cumsum(increments.astype(np.float64), axis=1) % 1.0
 
     def vocode(self, x: np.ndarray, f0: np.ndarray, style: np.ndarray, lo: int, hi: int, phases: np.ndarray | None,
-               cancel: CancelToken | None) -> np.ndarray:
-        """Audio of frames [lo, hi) (float32 mono, 24 kHz), the sine source starting where a whole run has it."""
+               cancel: CancelToken | None, norms: np.ndarray | None = None,
+               own: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """Audio of frames [lo, hi) (float32 mono, 24 kHz), the sine source starting where a whole run has it, its
+        instance norms normalizing by `own` times their statistics over the window plus 1 - `own` times `norms`
+        (NormPool.given; by their own alone without); and the statistics they computed (kokoro_graph.NORMS_OUT)."""
+        session = self.session(graph.VOCODER)
         start = phases[:, lo - 1:lo, :].astype(np.float32) if lo > 0 else np.zeros((1, 1, graph.HARMONICS), np.float32)
+        shape = next(i.shape for i in session.get_inputs() if i.name == graph.NORMS)
         feeds = {graph.X: np.ascontiguousarray(x[:, :, lo:hi]), graph.F0: np.ascontiguousarray(f0[:, lo:hi]),
-                 "style": style, graph.PHASE0: start}
-        return np.asarray(run_cancellable(self.session(graph.VOCODER), feeds, cancel)[0], dtype=np.float32).reshape(-1)
+                 "style": style, graph.PHASE0: start,
+                 graph.NORMS: np.zeros(shape, np.float32) if norms is None else norms,
+                 graph.OWN: np.full(shape, 1.0 if norms is None else own, np.float32)}
+        audio, computed = run_cancellable(session, feeds, cancel)
+        return np.asarray(audio, dtype=np.float32).reshape(-1), computed
 
-    def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None) -> Iterator[np.ndarray]:
+    def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
+            key: tuple[str, str] | None = None) -> Iterator[np.ndarray]:
         """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from just before its first sound
-        (from_first_sound), vocoded in windows (windows()):
-        each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, its level
+        (from_first_sound), vocoded in windows (windows()): from FIRST frames once the statistics of `key` (voice,
+        language) are learned, normalized partly by those (PRIOR), else from WINDOW frames, normalized by their own
+        (which teach the statistics of `key`).
+        Each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, its level
         matched to the window before over the frames both rendered and eased back over RAMP, the two cross-faded
         over CROSSFADE. A window's audio is passed on as soon as it is made."""
         row = style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32)
         x, f0 = self.features(tokens, row, speed, cancel)
         n = x.shape[2]
-        spans = windows(n)
-        if len(spans) == 1:
-            yield _limited(from_first_sound(self.vocode(x, f0, row, 0, n, None, cancel)))
-            return
-        phases = self.start_phases(f0)
+        given = self.norms.given(key) if key is not None else None
+        spans = windows(n, WINDOW if given is None else FIRST)
+        phases = self.start_phases(f0) if len(spans) > 1 else None
         before: tuple[np.ndarray, int] | None = None  # the last window's audio and its first frame
         for k, (a, b) in enumerate(spans):
             lo = max(0, a - SIDE)
             hi = min(n, b + SIDE)
-            audio = self.vocode(x, f0, row, lo, hi, phases, cancel)
+            audio, computed = self.vocode(x, f0, row, lo, hi, phases, cancel, given, (hi - lo) / (hi - lo + PRIOR))
+            if key is not None and given is None:
+                self.norms.learn(key, computed, hi - lo)
             start = a * graph.HOP - lo * graph.HOP  # where this window's own part begins in `audio`
             if before is not None:
                 prev, prev_lo = before
@@ -167,13 +196,14 @@ class KokoroModel:
             before = (audio, lo)
 
 
-def windows(n: int) -> list[tuple[int, int]]:
-    """The frames [a, b) each vocoder window of an n-frame run contributes: the whole run when it is at most 1.5
-    WINDOW, else windows of WINDOW frames (the last up to 1.5 WINDOW), which bounds the vocoder's memory and lets a
-    long sentence play while it is made."""
-    cuts = [0]
-    while n - cuts[-1] > WINDOW * 3 // 2:
-        cuts.append(cuts[-1] + WINDOW)
+def windows(n: int, first: int = WINDOW) -> list[tuple[int, int]]:
+    """The frames [a, b) each vocoder window of an n-frame run contributes: the first `first` frames, each next 1.5x
+    the one before up to WINDOW, the last up to 1.5x its size (so none is short); the whole run when it is at most
+    1.5x `first`. They bound the vocoder's memory and let a sentence play while it is made."""
+    cuts, size = [0], first
+    while n - cuts[-1] > size * 3 // 2:
+        cuts.append(cuts[-1] + size)
+        size = min(WINDOW, size * 3 // 2)
     return list(zip(cuts, [*cuts[1:], n]))
 
 
@@ -221,7 +251,7 @@ class KokoroBackend:
         self.fit_stages = "clear"  # how far a registration's fit goes (kokoro_voice.STAGES; bench/voices.py)
         voices = tuple(self.model.packs)
         # what the packs' voiceprints depend on; the version adds the fit's (a new fit refits stored voices)
-        self.model_stamp = (f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.GRAPH_VERSION}; "
+        self.model_stamp = (f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.SOUND_VERSION}; "
                             f"{kokoro_assets.VOICES_PACKAGE}")
         self.info = BackendInfo(
             name="kokoro",
@@ -352,7 +382,7 @@ class KokoroBackend:
         if voice.profile is not None and not KokoroStyle.is_style(voice.profile.features):
             yield from self._piper_speaks(text, voice, cancel)
             return
-        match = None
+        match, key = None, None
         if voice.profile is not None:
             (rows, match), language = self.fitted(voice.profile.features), base(voice.language) or "en"
             british = False
@@ -360,10 +390,12 @@ class KokoroBackend:
             pack = self.pack_for(voice)
             rows, language = self.model.style(pack), base(voice.language) or pack_language(pack) or "en"
             british = pack.startswith("b")
+            if not voice.pitch:  # a pack's statistics, learned in this language (PSOLA runs per window: kept long)
+                key = (pack, language)
         tokens = self.model.tokens(phonemize(text, g2p_key(language, british=british)))
         speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)
         for run in token_runs(tokens, self.model.breaks):
-            windows = self.model.run(run, rows, speed, cancel)
+            windows = self.model.run(run, rows, speed, cancel, key)
             if match is not None:  # corrected whole, as Piper's segments are: PSOLA and the filter across a
                 windows = iter([np.concatenate(list(windows))])  # window's seam would click there
             for audio in windows:

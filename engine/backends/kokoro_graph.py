@@ -1,6 +1,7 @@
 """Kokoro's ONNX graph cut for speed at setup: the text-to-features part stays int8; the vocoder (the decoder's
 generator, ~90% of the time) runs its convolutions in float as 2-D convolutions (onnxruntime's blocked kernels)
-and takes its sine source's starting phase, so a long sentence can be vocoded in windows whose sines run on."""
+and takes its sine source's starting phase and its instance norms' statistics, so a sentence can be vocoded in
+windows whose sines run on and which are normalized as the whole run would be."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-GRAPH_VERSION = "split 1"  # part of the backend version: bump when the files below change meaning
+GRAPH_VERSION = "split 2"  # the files below: bump when they change (setup cuts them again)
+# what the vocoder sounds like normalizing by its own statistics (the packs' voiceprints and registered voices depend
+# on it: bump when that changes, not when only GRAPH_VERSION does)
+SOUND_VERSION = "split 1"
 FEATURES, VOCODER, PHASE = "kokoro-features.onnx", "kokoro-vocoder.onnx", "kokoro-phase.onnx"
 X = "/decoder/decoder/decode.3/Div_4_output_0"  # the decoder's features, 2 per text frame: [1, 512, n]
 F0 = "/encoder/Reshape_output_0"  # predicted F0 at the same rate: [1, n]
@@ -17,6 +21,11 @@ _SINE = "/decoder/decoder/generator/m_source/l_sin_gen/"
 RAD = _SINE + "Transpose_1_output_0"  # per-harmonic phase increments at the F0 rate: [1, n, 9]
 CUMSUM = _SINE + "CumSum_output_0"
 PHASE0 = "phase0"  # the vocoder's added input: the sine source's starting phase, in turns [1, 1, 9]
+# The vocoder's added inputs and output for its 44 instance norms (AdaIN, the generator's): NORMS, statistics given
+# [1, S, 1] (every norm's channel means in graph order, then their variances in the same order); OWN [1, S, 1], the
+# weight of each statistic computed over the window against the one given (1: the model as it was, exactly);
+# NORMS_OUT what each computed over its window.
+NORMS, OWN, NORMS_OUT = "norms", "own_norms", "norms_out"
 HOP = 300  # samples of 24 kHz audio per decoder frame
 HARMONICS = 9
 
@@ -110,8 +119,72 @@ def with_start_phase(model) -> None:
     graph.node.extend(nodes)
 
 
+def _instance_norms(graph) -> list[tuple[object, object]]:
+    """The generator's instance norms as (mean node, variance node): ReduceMean(x) and ReduceMean_2((x - mean)^2)."""
+    nodes = {n.name: n for n in graph.node}
+    means = [n for n in graph.node if n.op_type == "ReduceMean" and "/generator/" in n.name
+             and not n.name.endswith("_2")]
+    return [(m, nodes[m.name + "_2"]) for m in means]
+
+
+def _channels(model, outputs: list[str]) -> list[int]:
+    """The channel count of each of `outputs` ([1, C, 1]; shape inference gives none): one tiny run."""
+    import onnx
+    import onnxruntime
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(o) for o in outputs)
+    session = onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    frames = 8
+    feeds = {X: np.zeros((1, 512, frames), np.float32), F0: np.full((1, frames), 100.0, np.float32),
+             "style": np.zeros((1, 256), np.float32), PHASE0: np.zeros((1, 1, HARMONICS), np.float32)}
+    return [int(a.shape[1]) for a in session.run(outputs, feeds)]
+
+
+def with_given_norms(model) -> int:
+    """Add NORMS, OWN and NORMS_OUT: each instance norm normalizes by OWN times its statistics plus 1 - OWN times
+    those given. Returns S, the length of NORMS."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    pairs = _instance_norms(graph)
+    means = _channels(model, [m.output[0] for m, _ in pairs])
+    total = sum(means)
+    axis = numpy_helper.from_array(np.array([1], np.int64), f"{NORMS}/axis")
+    one = numpy_helper.from_array(np.array(1.0, np.float32), f"{NORMS}/one")
+    inits, slices, chosen, offset = [axis, one], [], {}, 0
+    for k, stat in enumerate([m for m, _ in pairs] + [v for _, v in pairs]):
+        width = means[k % len(pairs)]
+        bounds = [numpy_helper.from_array(np.array([at], np.int64), f"{NORMS}/{k}/{end}")
+                  for at, end in ((offset, "start"), (offset + width, "end"))]
+        inits += bounds
+        given, own, used = (f"{stat.output[0]}/{what}" for what in ("given", "own", "used"))
+        slices += [helper.make_node("Slice", [whole, bounds[0].name, bounds[1].name, axis.name], [part],
+                                    name=part) for whole, part in ((NORMS, given), (OWN, own))]
+        chosen[stat.name] = [  # own * computed + (1 - own) * given: exactly the computed where own is 1
+            helper.make_node("Mul", [own, stat.output[0]], [f"{used}/own"], name=f"{stat.name}/own"),
+            helper.make_node("Sub", [f"{NORMS}/one", own], [f"{used}/rest"], name=f"{stat.name}/rest"),
+            helper.make_node("Mul", [f"{used}/rest", given], [f"{used}/given"], name=f"{stat.name}/given_part"),
+            helper.make_node("Add", [f"{used}/own", f"{used}/given"], [used], name=f"{stat.name}/used")]
+        offset += width
+    rewired = {blend[0].input[1]: blend[-1].output[0] for blend in chosen.values()}  # computed -> chosen
+    for node in graph.node:  # each norm's consumers read the statistic chosen
+        node.input[:] = [rewired.get(name, name) for name in node.input]
+    nodes = slices + [new for n in graph.node for new in ([n, *chosen[n.name]] if n.name in chosen else [n])]
+    nodes.append(helper.make_node("Concat", list(rewired), [NORMS_OUT], name=NORMS_OUT, axis=1))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph.initializer.extend(inits)
+    graph.input.extend([helper.make_tensor_value_info(NORMS, TensorProto.FLOAT, [1, 2 * total, 1]),
+                        helper.make_tensor_value_info(OWN, TensorProto.FLOAT, [1, 2 * total, 1])])
+    graph.output.append(helper.make_tensor_value_info(NORMS_OUT, TensorProto.FLOAT, [1, 2 * total, 1]))
+    return 2 * total
+
+
 def build(model_path: Path, where: Path) -> None:
-    """Write FEATURES (tokens, style, speed -> X, F0), VOCODER (X, F0, style, PHASE0 -> audio) and PHASE (F0 -> RAD)
+    """Write FEATURES (tokens, style, speed -> X, F0), VOCODER (X, F0, style, PHASE0, NORMS, OWN -> audio, NORMS_OUT)
+    and PHASE (F0 -> RAD)
     from the joined model into `where`."""
     import onnx
     from onnx.utils import Extractor
@@ -122,6 +195,7 @@ def build(model_path: Path, where: Path) -> None:
     vocoder = Extractor(model).extract_model([X, F0, "style"], ["audio"])
     with_start_phase(vocoder)
     float_convolutions(vocoder)
+    with_given_norms(vocoder)
     for proto, name in ((features, FEATURES), (vocoder, VOCODER), (phase, PHASE)):
         onnx.checker.check_model(proto)
         tmp = where / f"{name}.part"

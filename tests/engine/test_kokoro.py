@@ -13,6 +13,7 @@ from engine.backends import kokoro_assets
 from engine.backends.espeak import VOICE_NAME as ESPEAK
 from engine.backends.kokoro import (
     DEFAULT_VOICES,
+    FIRST,
     LEAD_S,
     SAMPLE_RATE,
     SOUND_RMS,
@@ -23,6 +24,7 @@ from engine.backends.kokoro import (
     windows,
 )
 from engine.backends.kokoro_g2p import g2p_key, phonemize
+from engine.backends.kokoro_norms import LEARNED
 from engine.base import EngineError, Voice
 from engine.factory import build_engine
 from engine.settings import EngineSettings
@@ -150,6 +152,13 @@ def test_the_vocoder_windows_cover_a_run_once_and_none_is_short():
         spans = windows(n)
         assert spans[0][0] == 0 and spans[-1][1] == n and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
         assert all(WINDOW <= b - a <= WINDOW * 3 // 2 for a, b in spans)
+    # with learned statistics: a short first window, each next 1.5x longer up to WINDOW
+    assert windows(FIRST * 3 // 2, FIRST) == [(0, FIRST * 3 // 2)]
+    spans = windows(10 * WINDOW + 3, FIRST)
+    sizes = [b - a for a, b in spans]
+    assert spans[0] == (0, FIRST) and spans[-1][1] == 10 * WINDOW + 3
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert sizes[1] == FIRST * 3 // 2 and max(sizes[:-1]) == WINDOW and sizes[-1] <= WINDOW * 3 // 2
 
 
 def test_a_run_starts_just_before_its_first_sound_and_keeps_all_of_it(kokoro):
@@ -158,8 +167,8 @@ def test_a_run_starts_just_before_its_first_sound_and_keeps_all_of_it(kokoro):
     tokens = model.tokens(phonemize(text, "en"))
     row = style[len(tokens)].reshape(1, 256)
     x, f0 = model.features(tokens, row, 1.0, None)
-    untrimmed = model.vocode(x, f0, row, 0, x.shape[2], None, None)
-    audio = render(kokoro, text, Voice())
+    untrimmed = model.vocode(x, f0, row, 0, x.shape[2], None, None)[0]
+    audio = np.concatenate(list(model.run(tokens, style, 1.0, None)))  # normalized by its own statistics: whole
 
     def first_sound(a: np.ndarray) -> float:
         frames = a[: len(a) // 240 * 240].reshape(-1, 240)
@@ -173,9 +182,11 @@ def test_a_run_starts_just_before_its_first_sound_and_keeps_all_of_it(kokoro):
 def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
     text = ("When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp "
             "dark and cold, and a small gray bird asleep by the rail.")
+    kokoro.warm_up()  # af_heart's statistics in English learned: windows from FIRST frames
+    assert kokoro.model.norms.given(("af_heart", "en")) is not None
     pieces = list(kokoro.synthesize(text, Voice()))
     audio = np.concatenate(pieces)
-    assert len(pieces) >= 2
+    assert len(pieces) >= 4 and len(pieces[0]) < FIRST * 300
     jumps = np.abs(np.diff(audio))
     ordinary = np.percentile(jumps, 99.9)
     for seam in np.cumsum([len(p) for p in pieces[:-1]]):  # no sample step at a seam beyond the speech's own
@@ -185,8 +196,24 @@ def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
     tokens = model.tokens(phonemize(text, "en"))
     row = style[len(tokens)].reshape(1, 256)
     x, f0 = model.features(tokens, row, 1.0, None)
-    whole = from_first_sound(model.vocode(x, f0, row, 0, x.shape[2], None, None))
-    assert len(whole) == len(audio)
+    whole = from_first_sound(model.vocode(x, f0, row, 0, x.shape[2], None, None)[0])
+    assert abs(len(whole) - len(audio)) <= 480  # all of it (the first sound found within a 10 ms frame or two)
     recognizer = Recognizer()
     heard = [wer(recognizer, [(text, to16k(a, SAMPLE_RATE))]) for a in (audio, whole)]
     assert heard[0] <= heard[1] + 2 / 29, heard
+
+
+def test_a_voice_is_vocoded_whole_until_its_statistics_are_learned_in_that_language(kokoro):
+    text = "Please remember to bring your notes to the meeting today, and your laptop too."
+    key = ("am_adam", "en")
+    assert kokoro.model.norms.given(key) is None
+    first = list(kokoro.synthesize(text, Voice(name="am_adam")))
+    assert len(first) == 1  # one run, vocoded whole, normalized by its own statistics
+    while kokoro.model.norms.given(key) is None:
+        list(kokoro.synthesize(text, Voice(name="am_adam")))
+    later = list(kokoro.synthesize(text, Voice(name="am_adam")))
+    assert len(later) >= 2 and len(later[0]) < FIRST * 300  # heard after the first window
+    assert abs(sum(map(len, later)) - sum(map(len, first))) <= 300  # the same run, all of it
+    # learned per language: the same voice reading Spanish starts over; a raised pitch is vocoded whole
+    assert kokoro.model.norms.given(("am_adam", "es")) is None
+    assert len(list(kokoro.synthesize(text, Voice(name="am_adam", pitch=2)))) == 1
