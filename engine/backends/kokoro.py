@@ -4,6 +4,7 @@ Portuguese and Hindi from one int8 ONNX model and its 54 voice packs, on the CPU
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Iterator
@@ -148,13 +149,18 @@ class KokoroModel:
         (NormPool.given; by their own alone without); and the statistics they computed (kokoro_graph.NORMS_OUT)."""
         session = self.session(graph.VOCODER)
         start = phases[:, lo - 1:lo, :].astype(np.float32) if lo > 0 else np.zeros((1, 1, graph.HARMONICS), np.float32)
-        shape = next(i.shape for i in session.get_inputs() if i.name == graph.NORMS)
+        shape = self._norms_shape(session)
         feeds = {graph.X: np.ascontiguousarray(x[:, :, lo:hi]), graph.F0: np.ascontiguousarray(f0[:, lo:hi]),
                  "style": style, graph.PHASE0: start,
                  graph.NORMS: np.zeros(shape, np.float32) if norms is None else norms,
                  graph.OWN: np.full(shape, 1.0 if norms is None else own, np.float32)}
         audio, computed = run_cancellable(session, feeds, cancel)
         return np.asarray(audio, dtype=np.float32).reshape(-1), computed
+
+    @functools.cache  # noqa: B019 - one per model, which lives as long as the engine
+    def _norms_shape(self, session) -> tuple[int, ...]:
+        """NORMS's shape [1, S, 1], read from the vocoder session once."""
+        return tuple(next(i.shape for i in session.get_inputs() if i.name == graph.NORMS))
 
     def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
             key: tuple[str, str] | None = None) -> Iterator[np.ndarray]:
