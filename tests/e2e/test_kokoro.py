@@ -1,7 +1,8 @@
 """The shipped default voice, Kokoro, through the sandbox with DAVE: English readout understood by a recognizer,
 Japanese detected with `auto` and spoken at a person's pace in morae, Mandarin by its own voice; the stock voices
 listed, chosen per user (/voice use), per server and language (/settings set voice), and previewed; a voice
-registered on it (a style fitted to the clip) shows its progress and is heard closer to the clip's speaker."""
+registered on it (a style fitted to the clip of a speaker Kokoro did not make: the bundled Piper voice) shows its
+progress and is heard closer to the clip's speaker, and understood."""
 
 from __future__ import annotations
 
@@ -14,18 +15,33 @@ import soxr
 
 from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
 from demo.sandbox_bot import sandbox_settings, start_bot
+from engine.backends.piper import PiperBackend
 from engine.base import DISCORD_RATE, Voice
 from engine.voices import embedding
 from tests.e2e.conftest import make_settings
 from tests.e2e.test_languages import Spoken, set_language
 from tests.e2e.test_readout import enable_readout, join
 from tests.e2e.test_tts import decoded, fetched_file
-from tests.e2e.test_voices import SPOKEN, embed_pcm48, espeak_clip, final_edit, register, speak_and_capture
+from tests.e2e.test_voices import FIT, SPOKEN, embed_pcm48, final_edit, register, speak_and_capture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 ENGLISH = "The library opens at nine in the morning and closes at six in the evening."
 JAPANESE = "次の会議は午後三時から始まります。資料を忘れずに持ってきてください。"
 MANDARIN = "我们明天早上八点在学校门口见面，请不要迟到。"
+
+
+def piper_clip() -> bytes:
+    """The bundled Piper voice (a man; Kokoro's default voice is a woman) reading FIT, as WAV bytes: a human-like
+    speaker none of Kokoro's packs is. (eSpeak NG's robot, test_voices' speaker, fits a voice as robotic: PocketSphinx
+    missed 20 % of its words before Opus and 20-35 % after, so one sentence's WER said little either way.)"""
+    piper = PiperBackend(workers=1)
+    try:
+        audio = np.concatenate(list(piper.synthesize(FIT, Voice())))
+        out = io.BytesIO()
+        sf.write(out, audio, piper.info.sample_rate, format="WAV", subtype="PCM_16")
+        return out.getvalue()
+    finally:
+        piper.close()
 
 
 @pytest.fixture
@@ -101,7 +117,7 @@ async def test_stock_voices_are_listed_chosen_per_user_and_per_server_and_previe
 
 
 async def test_a_registered_voice_shows_its_progress_and_sounds_like_its_speaker(sb, demo, kokoro_bot):
-    clip = espeak_clip()
+    clip = piper_clip()
     it, press = await register(sb, demo.alice, demo.general, "mine", clip)
     result = await final_edit(it, press, timeout=240)
     assert result.startswith("Registered 'mine'"), result
@@ -115,6 +131,6 @@ async def test_a_registered_voice_shows_its_progress_and_sounds_like_its_speaker
     speaker = embedding.embed(soxr.resample(ref, rate, 16_000).astype(np.float32))
     near_default = embedding.similarity(embed_pcm48(default_pcm), speaker)
     near_fitted = embedding.similarity(embed_pcm48(fitted_pcm), speaker)
-    assert near_fitted > near_default, (near_fitted, near_default)
+    assert near_fitted > near_default + 0.1, (near_fitted, near_default)  # measured: 0.81 against 0.49
     assert wer(Recognizer(), [(SPOKEN, to16k(np.frombuffer(fitted_pcm, "<i2").reshape(-1, 2).mean(axis=1) / 32768,
                                              DISCORD_RATE))]) <= 0.3
