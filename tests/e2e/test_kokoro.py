@@ -17,6 +17,7 @@ from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.backends.piper import PiperBackend
 from engine.base import DISCORD_RATE, Voice
+from engine.settings import PiperSettings
 from engine.voices import embedding
 from tests.e2e.conftest import make_settings
 from tests.e2e.test_languages import Spoken, set_language
@@ -34,7 +35,7 @@ def piper_clip() -> bytes:
     """The bundled Piper voice (a man; Kokoro's default voice is a woman) reading FIT, as WAV bytes: a human-like
     speaker none of Kokoro's packs is. (eSpeak NG's robot, test_voices' speaker, fits a voice as robotic: PocketSphinx
     missed 20 % of its words before Opus and 20-35 % after, so one sentence's WER said little either way.)"""
-    piper = PiperBackend(workers=1)
+    piper = PiperBackend(PiperSettings(noise_scale=0.0, noise_w=0.0), workers=1)  # the same clip every time
     try:
         audio = np.concatenate(list(piper.synthesize(FIT, Voice())))
         out = io.BytesIO()
