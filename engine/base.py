@@ -162,10 +162,6 @@ class Backend(Protocol):
 
     def close(self) -> None: ...
 
-    # Optional: `whole_sentences(voice) -> bool`, True when the backend plans its prosody over a whole segment and
-    # its first audio for `voice` does not wait for the segment's end (Kokoro's stock voices): the engine's first
-    # segment is then a whole sentence (up to engine.max_segment_chars), not cut short at a space.
-
 
 @runtime_checkable
 class AsyncBackend(Protocol):

@@ -248,13 +248,10 @@ class StreamingEngine:
             raise TextRejected(f"That text is too long: {len(cleaned)} characters; the limit is {limit}.")
         return cleaned
 
-    def segments(self, text: str, backend: Backend | AsyncBackend | None = None, voice: Voice = Voice()) -> list[str]:
-        """The segments `text` is synthesized in, by `backend` (None: the engine's own) in `voice`: the first one
-        short for a fast start, or a whole sentence where the backend asks for whole sentences (engine/base.py)."""
-        s = self.settings
-        whole = getattr(backend or self.backend, "whole_sentences", None)
-        first = s.max_segment_chars if whole is not None and whole(voice) else s.first_segment_chars
-        return split_segments(self.prepare(text), first, s.max_segment_chars)
+    def segments(self, text: str) -> list[str]:
+        return split_segments(
+            self.prepare(text), self.settings.first_segment_chars, self.settings.max_segment_chars
+        )
 
     # -- streaming ------------------------------------------------------------------------------
 
@@ -270,8 +267,8 @@ class StreamingEngine:
     ) -> AsyncIterator[AudioChunk]:
         if self._closed:
             raise EngineError("The speech engine is shut down.")
+        segments = self.segments(text)
         backend, voice = self.catalog.backend_for(voice)
-        segments = self.segments(text, backend, voice)
         conv = FrameConverter(
             backend.info.sample_rate,
             rate,

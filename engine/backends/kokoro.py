@@ -380,13 +380,6 @@ class KokoroBackend:
         for _ in self.synthesize(WARM_UP_TEXT, Voice()):
             pass
 
-    def whole_sentences(self, voice: Voice) -> bool:
-        """Whether the engine should give `voice` whole sentences (engine/base.py Backend): a stock pack at its
-        own pitch, vocoded in windows from its first 0.8 s once its statistics are learned; a sentence cut at a
-        space is heard as two. A registered voice and a changed pitch are corrected over a whole run: cut short,
-        their first audio comes sooner."""
-        return voice.profile is None and not voice.pitch
-
     def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
         """Yield float32 mono at 24 kHz: the segment in runs the model reads whole (one, for any segment the
         engine makes), each as its vocoder windows come, or Piper's audio for an earlier registered voice."""
@@ -403,7 +396,7 @@ class KokoroBackend:
             pack = self.pack_for(voice)
             rows, language = self.model.style(pack), base(voice.language) or pack_language(pack) or "en"
             british = pack.startswith("b")
-            if self.whole_sentences(voice):  # a pack's statistics, learned in this language (PSOLA: kept long)
+            if not voice.pitch:  # a pack's statistics, learned in this language (PSOLA runs per window: kept long)
                 key = (pack, language)
         tokens = self.model.tokens(phonemize(text, g2p_key(language, british=british)))
         speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)

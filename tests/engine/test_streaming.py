@@ -174,24 +174,6 @@ async def test_real_piper_skip_frees_slot_and_terminates_inference(piper_backend
 # -- test doubles --------------------------------------------------------------------------------
 
 
-async def test_a_backend_that_plans_whole_sentences_gets_its_first_sentence_uncut() -> None:
-    """Kokoro's stock voices plan their prosody over a segment: a sentence longer than first_segment_chars is not
-    cut at a space for a voice its backend says wants whole sentences, as it is for other voices and backends."""
-    text = "Please bring the blue folder to the meeting. Thanks."
-    plain, whole = FakeToneBackend(), FakeToneBackend()
-    whole.whole_sentences = lambda voice: voice.pitch == 0  # type: ignore[attr-defined]
-    for backend, voice, first in ((plain, Voice(), "Please bring the"),
-                                  (whole, Voice(pitch=2.0), "Please bring the"),
-                                  (whole, Voice(), "Please bring the blue folder to the meeting.")):
-        backend.calls.clear()
-        engine = StreamingEngine(backend, _settings(max_segment_chars=50))
-        try:
-            await _collect(engine, text, voice=voice)
-        finally:
-            await engine.close()
-        assert backend.calls[0] == first and " ".join(backend.calls) == text, backend.calls
-
-
 async def test_segments_stream_in_order_and_one_ahead() -> None:
     backend = FakeToneBackend(delay=0.02)
     engine = StreamingEngine(backend, _settings())
