@@ -1,7 +1,7 @@
 """Kokoro's ONNX graph cut for speed at setup: the text-to-features part stays int8; the vocoder (the decoder's
 generator, ~90% of the time) runs its convolutions in float as 2-D convolutions (onnxruntime's blocked kernels)
 and takes its sine source's starting phase and its instance norms' statistics, so a sentence can be vocoded in
-windows whose sines run on and which are normalized as the whole run would be."""
+windows whose sines run on and which are normalized partly by statistics learned from whole runs."""
 
 from __future__ import annotations
 
@@ -142,9 +142,9 @@ def _channels(model, outputs: list[str]) -> list[int]:
     return [int(a.shape[1]) for a in session.run(outputs, feeds)]
 
 
-def with_given_norms(model) -> int:
+def with_given_norms(model) -> None:
     """Add NORMS, OWN and NORMS_OUT: each instance norm normalizes by OWN times its statistics plus 1 - OWN times
-    those given. Returns S, the length of NORMS."""
+    those given (NORMS is [1, S, 1]: S twice the norms' channels)."""
     from onnx import TensorProto, helper, numpy_helper
 
     graph = model.graph
@@ -179,7 +179,6 @@ def with_given_norms(model) -> int:
     graph.input.extend([helper.make_tensor_value_info(NORMS, TensorProto.FLOAT, [1, 2 * total, 1]),
                         helper.make_tensor_value_info(OWN, TensorProto.FLOAT, [1, 2 * total, 1])])
     graph.output.append(helper.make_tensor_value_info(NORMS_OUT, TensorProto.FLOAT, [1, 2 * total, 1]))
-    return 2 * total
 
 
 def build(model_path: Path, where: Path) -> None:

@@ -20,21 +20,27 @@ KEPT = 64  # pools kept, the least recently used dropped (each 135 kB)
 
 
 class NormPool:
-    """One voice in one language: frame-weighted sums of each channel's mean and of its mean square."""
+    """One voice in one language: frame-weighted sums of each channel's mean and of its mean square, and the
+    statistics they give once LEARNED frames are in (`learned`; then it learns no more)."""
 
     def __init__(self, size: int) -> None:
         self.frames = 0
         self.means = np.zeros(size // 2)
         self.squares = np.zeros(size // 2)  # frame-weighted variance plus squared mean
+        self.learned: np.ndarray | None = None
 
     def add(self, computed: np.ndarray, frames: int) -> None:
-        """Learn a window's statistics (NORMS_OUT of a window normalized by its own)."""
+        """Learn a window's statistics (NORMS_OUT of a window normalized by its own), unless already learned."""
+        if self.learned is not None:
+            return
         half = len(self.means)
         stats = computed.reshape(-1).astype(np.float64)
         means, variances = stats[:half], stats[half:]
         self.means += frames * means
         self.squares += frames * (variances + np.square(means))
         self.frames += frames
+        if self.frames >= LEARNED:
+            self.learned = self.given()
 
     def given(self) -> np.ndarray:
         """The pooled statistics as NORMS [1, S, 1]: the means, then the variances."""
@@ -49,15 +55,16 @@ class NormPools:
 
     def __init__(self) -> None:
         self._pools: OrderedDict[Hashable, NormPool] = OrderedDict()
-        self._given: dict[Hashable, np.ndarray] = {}
         self._lock = threading.Lock()
 
     def given(self, key: Hashable) -> np.ndarray | None:
         """The statistics to vocode `key`'s runs with, or None while its pool is still learning."""
         with self._lock:
-            if key in self._pools:
-                self._pools.move_to_end(key)
-            return self._given.get(key)
+            pool = self._pools.get(key)
+            if pool is None:
+                return None
+            self._pools.move_to_end(key)
+            return pool.learned
 
     def learn(self, key: Hashable, computed: np.ndarray, frames: int) -> None:
         """Add a window of `frames` decoder frames of `key` vocoded with its own statistics (NORMS_OUT) until the
@@ -68,10 +75,5 @@ class NormPools:
             if pool is None:
                 pool = self._pools[key] = NormPool(computed.size)
                 while len(self._pools) > KEPT:
-                    dropped, _ = self._pools.popitem(last=False)
-                    self._given.pop(dropped, None)
-            if key in self._given:
-                return
+                    self._pools.popitem(last=False)
             pool.add(computed, frames)
-            if pool.frames >= LEARNED:
-                self._given[key] = pool.given()
