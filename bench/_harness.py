@@ -185,12 +185,12 @@ async def _child_main() -> int:
         "guild": guild_id, "kind": utt.request.kind, "outcome": outcome.value, "ttfa": utt.ttfa,
         "underruns": utt.source.underruns if utt.source is not None else 0, "audio_s": utt.audio_seconds,
         "held_s": utt.held_s, "message_id": utt.request.message_id, "author": utt.request.author_id,
-        "created_at": utt.request.created_at, "catch_up": utt.speed_factor,
+        "created_at": utt.request.created_at, "catch_up": utt.speed_factor, "speed": utt.speed,
         # [start, frames] of each stretch the player played (more than one when it gave way to a /say): a bench
         # finds this audio in the sandbox's capture by when it started, and checks it was all there
         "spans": utt.stats.spans}) + "\n"))
     lags: list[float] = []
-    engine_totals: list[tuple[float, float, float]] = []
+    engine_totals: list[tuple] = []
     tickers = [asyncio.create_task(_lag_ticker(lags)),
                asyncio.create_task(_engine_ticker(running.bot.engine, engine_totals, data_dir / ENGINE_TOTALS))]
     print("ready", flush=True)
@@ -227,19 +227,20 @@ async def _lag_ticker(lags: list[float], step: float = 0.01) -> None:
         lags.append(loop.time() - t0 - step)
 
 
-async def _engine_ticker(engine, totals: list[tuple[float, float, float]], path: Path, step: float = 1.0) -> None:
-    """(time.monotonic(), audio seconds made, slot seconds spent making it) of the engine, each `step` s, kept and
-    written a line at a time to `path`: a bench reads how fast the engine synthesized beside everything else the
-    bot did, over any stretch of the run (while it runs, too)."""
+async def _engine_ticker(engine, totals: list[tuple], path: Path, step: float = 1.0) -> None:
+    """(time.monotonic(), audio seconds made, slot seconds spent making it, the same by slots busy) of the engine,
+    each `step` s, kept and written a line at a time to `path`: a bench reads how fast the engine synthesized beside
+    everything else the bot did, at each load, over any stretch of the run (while it runs, too)."""
     with open(path, "w", buffering=1) as out:
         while True:
             stats = engine.stats()
-            totals.append((time.monotonic(), stats.audio_seconds, stats.synthesis_seconds))
+            totals.append((time.monotonic(), stats.audio_seconds, stats.synthesis_seconds,
+                           {str(k): list(v) for k, v in stats.by_load.items()}))
             out.write(json.dumps(totals[-1]) + "\n")
             await asyncio.sleep(step)
 
 
-def engine_totals(data_dir: Path) -> list[tuple[float, float, float]]:
+def engine_totals(data_dir: Path) -> list[tuple]:
     """The bot child's engine totals written so far (see _engine_ticker)."""
     path = Path(data_dir) / ENGINE_TOTALS
     lines = path.read_text().splitlines() if path.exists() else []

@@ -97,6 +97,13 @@ class BackendInfo:
     voices: tuple[str, ...] = field(default_factory=tuple)
     languages: tuple[str, ...] = ("en",)  # base language codes its voices speak, the first its own
     stock: tuple[StockVoice, ...] = ()  # the voices users may choose by name (Kokoro's packs)
+    # 0: the engine cuts text into short first segments growing (engine.first_segment_chars, Piper); else whole
+    # sentences up to this many characters' worth (a model that plans a run's prosody as if the run ended there)
+    sentence_chars: int = 0
+    # True: each item `synthesize` yields is one unit of work (Kokoro: a vocoder window) as (audio, whether another
+    # follows), and its generator may resume on any thread, so the engine asks the scheduler for a slot before each;
+    # False: it yields audio, and a segment runs whole on one thread
+    steps: bool = False
 
 
 class CancelToken:
@@ -181,7 +188,9 @@ class Capacity:
     slots: int  # segments that may synthesize at once, across all keys
     running: int  # segments synthesizing now
     waiting_others: int  # segments of other keys waiting for a slot
-    audio_per_second: float  # audio seconds one slot produces per second, recent average (0: not measured yet)
+    # audio seconds one slot produces per second with as many slots busy as this key's work makes (the engine's
+    # measure at that load, recent average; 0: not measured yet)
+    audio_per_second: float
     other_keys: int = 0  # other keys with segments running or waiting
     per_key: int = 1  # segments of one key that may synthesize at once
 
@@ -206,6 +215,8 @@ class EngineStats:
     running: int  # segments synthesizing now (the scheduler's)
     waiting: int  # segments waiting for a slot
     sessions: int | None = None  # backend sessions in existence, where the backend counts them (Piper)
+    # slots busy -> (audio seconds, slot seconds) made at that load: its speed there (capacity at full load)
+    by_load: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 class Engine(Protocol):

@@ -65,6 +65,8 @@ class Scheduler:
         self._levels: tuple[_Level, _Level] = (_Level(), _Level())
         self._running: dict[Hashable, int] = {}
         self._total = 0
+        self._area = 0.0  # grants held times seconds, up to _area_at (how busy the slots were, integrated)
+        self._area_at = time.monotonic()
         self.on_change: Callable[[], None] | None = None  # told after each waiter, grant and release
 
     # -- public ---------------------------------------------------------------------------------
@@ -87,6 +89,19 @@ class Scheduler:
             else:
                 self._forget(level, key, fut)
             raise
+
+    @property
+    def running(self) -> int:
+        """Grants held now."""
+        return self._total
+
+    def busy_area(self) -> float:
+        """Grants held, integrated over time (grant-seconds since the scheduler was made): the mean number of slots
+        busy between two readings is their difference over the time between them."""
+        now = time.monotonic()
+        self._area += self._total * (now - self._area_at)
+        self._area_at = now
+        return self._area
 
     @asynccontextmanager
     async def slot(self, key: Hashable, *, urgent: bool = False) -> AsyncIterator[Grant]:
@@ -125,6 +140,7 @@ class Scheduler:
         self._dispatch()
 
     def _release(self, key: Hashable) -> None:
+        self.busy_area()
         self._total -= 1
         n = self._running.get(key, 0) - 1
         if n > 0:
@@ -172,6 +188,7 @@ class Scheduler:
                 level.served.pop(key, None)
             if waiter.fut.done():  # cancelled but not yet forgotten
                 continue
+            self.busy_area()
             self._total += 1
             self._running[key] = self._running.get(key, 0) + 1
             waiter.fut.set_result(Grant(self, key))

@@ -1,4 +1,5 @@
-"""Text cleaning and splitting into sentence/clause segments for streaming; the first segment is short."""
+"""Text cleaning and splitting for streaming: whole sentences (a backend that plans a run's prosody), or short first
+segments growing (Piper)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Literal
 _SENTENCE_END = re.compile(r"(?:[.!?…]+[\"'”’)\]]*(?=\s|$)|[。！？]+[」』”’）)]*|\n)")
 # Clause ends: , ; : and dashes need a following space; CJK clause marks do not.
 _CLAUSE_END = re.compile(r"(?:[,;:]+(?=\s)|\s[—–-]+(?=\s)|—|[、，；：])")
+# a period that ends a title, a common abbreviation or a single letter ("Mr.", "etc.", "J.") ends no sentence
+_ABBREVIATION = re.compile(r"(?:^|(?<=[\s(\"']))(?:[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|Sr|Jr|Mt|vs|etc|e\.g|i\.e|No|approx)\.$")
 _SPACES = re.compile(r"[^\S\n]+")
 _NEWLINES = re.compile(r"\s*\n\s*")
 
@@ -125,3 +128,53 @@ def split_segments(text: str, first_chars: int = 60, max_chars: int = 240) -> li
             segments.append(head)
         limit = min(max_chars, int(limit * GROWTH))
     return segments
+
+
+def split_sentences(text: str, max_chars: int) -> list[str]:
+    """Split cleaned `text` at sentence ends only (newlines count as such and become spaces). A sentence longer than
+    `max_chars` (CJK characters count WIDE) is cut at its last clause mark within the bound, at a space only when one
+    clause alone is over it, and hard only inside one token over it."""
+    if max_chars < 1:
+        raise ValueError("max_chars must be at least 1")
+    sentences: list[str] = []
+    rest = text.strip()
+    while rest:
+        end = next((m.end() for m in _SENTENCE_END.finditer(rest) if m.end() > 0 and _ends_sentence(rest, m)),
+                   len(rest))
+        head, rest = rest[:end], rest[end:].lstrip()
+        while head.strip():
+            chars = _in_chars(head, max_chars)
+            if len(head) <= chars:
+                piece, head = head, ""
+            else:
+                pos = _clause_cut(head, chars)
+                piece, head = head[:pos], head[pos:].lstrip()
+            piece = piece.replace("\n", " ").strip()
+            if piece:
+                sentences.append(piece)
+    return sentences
+
+
+def _ends_sentence(text: str, m: re.Match[str]) -> bool:
+    """Whether a sentence-end match really ends one: not a period after a title or an initial ("Mr.", "J."), nor one
+    the text goes on from in lower case or with a digit ("e.g. this", "no. 5")."""
+    if m.group().startswith(".") and _ABBREVIATION.search(text, 0, m.start() + 1):
+        return False
+    after = text[m.end():m.end() + 2].lstrip()
+    return not (after[:1].islower() or after[:1].isdigit()) or m.group() == "\n"
+
+
+def _clause_cut(text: str, limit: int) -> int:
+    """Where to cut `text` (longer than `limit`): after its last clause mark within the limit, else at its last space,
+    else hard (never between a base character and its combining marks)."""
+    window = text[: limit + 1]
+    pos = _last_boundary(_CLAUSE_END, window, 1)
+    if 0 < pos <= limit:
+        return pos
+    space = window.rfind(" ", 1, limit + 1)
+    if space > 0:
+        return space
+    pos = limit
+    while pos > 1 and unicodedata.category(text[pos])[0] == "M":
+        pos -= 1
+    return pos

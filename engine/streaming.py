@@ -9,8 +9,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from engine.heap import give_back
 from engine.load_changes import LoadChanges
 from engine.backends.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
-from engine.segment import clean_text, split_segments
+from engine.segment import clean_text, split_segments, split_sentences
 from engine.settings import EngineSettings
 
 if TYPE_CHECKING:
@@ -57,42 +57,61 @@ AHEAD_OF_ALL_S = 1e6  # ... by being due this much earlier
 
 @dataclass
 class EngineCounters:
-    """Running totals for metrics."""
+    """Running totals for metrics, and the engine's speed as it was measured at each load."""
 
     utterances: int = 0
     segments_done: int = 0
     errors: int = 0
     timeouts: int = 0
     cancelled: int = 0
-    synthesis_seconds: float = 0.0  # slot held, from grant to the segment's last chunk
+    synthesis_seconds: float = 0.0  # slots held, from each grant to its work's last chunk
     audio_seconds: float = 0.0  # audio produced by the backend
     abandoned_now: int = 0  # inference calls still finishing after a timeout or skip
-    recent_speed: float = 0.0  # audio seconds per slot second over the last segments (moving average)
-    first_chunk_s: float = 0.0  # seconds from a slot to the segment's first chunk over the last segments (average)
+    first_chunk_s: float = 0.0  # seconds from a slot to its work's first chunk over the last ones (average)
+    # audio seconds per slot-second by how many slots were busy meanwhile (moving averages): one inference may use
+    # every core, so a slot alone runs faster than each of two at once, and a capacity priced from a lightly loaded
+    # engine would be wrong under load
+    speeds: dict[int, float] = field(default_factory=dict)
+    by_load: dict[int, list[float]] = field(default_factory=dict)  # slots busy -> [audio seconds, slot seconds]
 
     def first_chunk(self, seconds: float) -> None:
-        """A segment's first chunk came `seconds` after its slot: the moving average of that wait."""
+        """A unit of work's first chunk came `seconds` after its slot: the moving average of that wait."""
         self.first_chunk_s += SPEED_WEIGHT * (seconds - self.first_chunk_s) if self.first_chunk_s else seconds
 
-    def segment_done(self, slot_seconds: float, audio_seconds: float) -> None:
-        self.segments_done += 1
+    def made(self, slot_seconds: float, audio_seconds: float, busy: float) -> None:
+        """A slot held `slot_seconds` made `audio_seconds` while `busy` slots (its own included) were busy on average."""
         self.synthesis_seconds += slot_seconds
         self.audio_seconds += audio_seconds
         if slot_seconds > 0 and audio_seconds > 0:
-            speed = audio_seconds / slot_seconds
-            self.recent_speed = speed if not self.recent_speed else (
-                self.recent_speed + SPEED_WEIGHT * (speed - self.recent_speed))
+            speed, level = audio_seconds / slot_seconds, max(1, round(busy))
+            old = self.speeds.get(level)
+            self.speeds[level] = speed if old is None else old + SPEED_WEIGHT * (speed - old)
+            totals = self.by_load.setdefault(level, [0.0, 0.0])
+            totals[0] += audio_seconds
+            totals[1] += slot_seconds
+
+    def speed(self, busy: int) -> float:
+        """Audio seconds per slot-second with `busy` slots busy: as measured there, else from the nearest load
+        measured, with its total shared among `busy` slots when that is more (never faster than measured); 0 before
+        any measure."""
+        if not self.speeds:
+            return 0.0
+        busy = max(1, busy)
+        if busy in self.speeds:
+            return self.speeds[busy]
+        level = min(self.speeds, key=lambda k: (abs(k - busy), -k))
+        return self.speeds[level] * min(1.0, level / busy)
 
     def snapshot(self) -> dict[str, float]:
         out = asdict(self)
-        del out["recent_speed"], out["first_chunk_s"]
+        del out["first_chunk_s"], out["speeds"], out["by_load"]
         return out
 
 
 class _Job:
     """One segment: its slot, its cancel token, the executor call in flight, and its audio queue."""
 
-    __slots__ = ("index", "text", "queue", "token", "grant", "inflight", "task", "first_at")
+    __slots__ = ("index", "text", "queue", "token", "grant", "inflight", "task", "first_at", "last_call")
 
     def __init__(self, index: int, text: str) -> None:
         self.index = index
@@ -103,6 +122,7 @@ class _Job:
         self.inflight: concurrent.futures.Future[Any] | None = None
         self.task: asyncio.Task[None] | None = None
         self.first_at: float | None = None  # perf_counter when the backend made its first chunk
+        self.last_call: concurrent.futures.Future[Any] | None = None  # a stepping backend's latest step
 
 
 class _AudioClock:
@@ -248,10 +268,14 @@ class StreamingEngine:
             raise TextRejected(f"That text is too long: {len(cleaned)} characters; the limit is {limit}.")
         return cleaned
 
-    def segments(self, text: str) -> list[str]:
-        return split_segments(
-            self.prepare(text), self.settings.first_segment_chars, self.settings.max_segment_chars
-        )
+    def segments(self, text: str, backend: Backend | AsyncBackend | None = None) -> list[str]:
+        """What `text` is synthesized in, one run each: whole sentences for a backend that plans a run's prosody
+        (BackendInfo.sentence_chars), else a short first segment and growing ones (engine.first_segment_chars)."""
+        cleaned = self.prepare(text)
+        sentence_chars = (backend or self.backend).info.sentence_chars
+        if sentence_chars:
+            return split_sentences(cleaned, sentence_chars)
+        return split_segments(cleaned, self.settings.first_segment_chars, self.settings.max_segment_chars)
 
     # -- streaming ------------------------------------------------------------------------------
 
@@ -267,8 +291,8 @@ class StreamingEngine:
     ) -> AsyncIterator[AudioChunk]:
         if self._closed:
             raise EngineError("The speech engine is shut down.")
-        segments = self.segments(text)
         backend, voice = self.catalog.backend_for(voice)
+        segments = self.segments(text, backend)
         conv = FrameConverter(
             backend.info.sample_rate,
             rate,
@@ -281,6 +305,8 @@ class StreamingEngine:
         done = False
         clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s)
         bytes_per_s = rate * channels * 2
+        stepped = backend.info.steps and not _is_async(backend)
+        steps: asyncio.Task[None] | None = None
 
         def start(i: int) -> None:
             if i < len(jobs) and jobs[i].task is None:
@@ -288,9 +314,13 @@ class StreamingEngine:
                 jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key, urgent, due))
 
         try:
-            start(0)
+            if stepped:
+                steps = asyncio.create_task(self._produce_steps(jobs, backend, voice, key, urgent, clock.due))
+            else:
+                start(0)
             for job in jobs:
-                start(job.index + 1)  # one ahead: waits for its slot while this one streams
+                if not stepped:
+                    start(job.index + 1)  # one ahead: waits for its slot while this one streams
                 while True:
                     item = await job.queue.get()
                     if item is _END:
@@ -310,23 +340,26 @@ class StreamingEngine:
             conv.close()
             if not done:
                 cancelled = False
-                for job in jobs:
-                    if job.task is not None and not job.task.done():
-                        job.task.cancel()
+                for task in [steps, *(job.task for job in jobs)]:
+                    if task is not None and not task.done():
+                        task.cancel()
                         cancelled = True
+                for job in jobs:
                     self._finish(job)
                 if cancelled:
                     self.counters.cancelled += 1
 
     async def _produce(self, job: _Job, backend: Backend | AsyncBackend, voice: Voice, key: Hashable,
                        urgent: bool, due: Callable[[], float] | None) -> None:
+        """One segment in one slot: a blocking backend's on one pool thread (_PinnedSegment), an async one's on the
+        loop."""
         loop = asyncio.get_running_loop()
         try:
             self._recent_keys[key] = loop.time()
             job.grant = await self.scheduler.acquire(key, urgent=urgent, due=due)
             if self.trace is not None:
                 self.trace("granted", key, job.index)
-            t0 = time.perf_counter()
+            t0, area = time.perf_counter(), self.scheduler.busy_area()
             deadline = loop.time() + self.settings.segment_timeout_s
             produced = 0
             if _is_async(backend):
@@ -335,28 +368,102 @@ class StreamingEngine:
                 produced = await self._run_blocking(job, backend, voice, deadline)  # type: ignore[arg-type]
             if self.trace is not None:
                 self.trace("synthesized", key, job.index)
-            self.counters.segment_done(time.perf_counter() - t0, produced / backend.info.sample_rate)
+            took = time.perf_counter() - t0
+            self.counters.made(took, produced / backend.info.sample_rate,
+                               (self.scheduler.busy_area() - area) / max(took, 1e-9))
+            self.counters.segments_done += 1
             self._load.notify()
             if job.first_at is not None:
                 self.counters.first_chunk(job.first_at - t0)
             job.queue.put_nowait(_END)
         except asyncio.CancelledError:
             raise
-        except SynthesisTimeout as exc:
-            self.counters.timeouts += 1
-            self.counters.errors += 1
-            job.queue.put_nowait(exc)
-        except EngineError as exc:
-            self.counters.errors += 1
-            job.queue.put_nowait(exc)
-        except Exception as exc:
-            self.counters.errors += 1
-            log.exception("backend %s failed on segment %d", backend.info.name, job.index)
-            err = EngineError(f"The speech engine failed ({type(exc).__name__}); please try again.")
-            err.__cause__ = exc
-            job.queue.put_nowait(err)
+        except Exception as exc:  # noqa: BLE001 - reported to the stream's reader
+            job.queue.put_nowait(self._failure(exc, backend, job))
         finally:
             self._finish(job)
+
+    async def _produce_steps(self, jobs: list[_Job], backend: Backend, voice: Voice, key: Hashable, urgent: bool,
+                             due: Callable[[], float]) -> None:
+        """A stepping backend's segments in turn (BackendInfo.steps), each item of its generator one unit of work in
+        a slot of its own: the utterance's first as soon as it can (in turn), every later one by when the audio in
+        hand runs out (`due`). So a long sentence's later windows let other utterances' first ones go first, the
+        engine's speed is measured window by window, and a skipped utterance stops at its next window."""
+        first = True
+        for job in jobs:
+            kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
+            items = iter(backend.synthesize(job.text, voice, **kwargs))
+            try:
+                more = True
+                while more:
+                    audio, more = await self._step(job, items, key, urgent, None if first else due, backend)
+                    job.queue.put_nowait(audio)
+                    first = False
+                self.counters.segments_done += 1
+                job.queue.put_nowait(_END)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported to the stream's reader; the rest is not made
+                job.queue.put_nowait(self._failure(exc, backend, job))
+                return
+            finally:
+                self._finish(job)
+                self._close_later(job, items)
+        self._load.notify()
+
+    async def _step(self, job: _Job, items: Iterator[Any], key: Hashable, urgent: bool,
+                    due: Callable[[], float] | None, backend: Backend) -> tuple[np.ndarray, bool]:
+        """The next item of `items` made on a pool thread in a slot of its own: its audio and whether another follows
+        (none when the generator ended without saying so)."""
+        loop = asyncio.get_running_loop()
+        self._recent_keys[key] = loop.time()
+        job.grant = await self.scheduler.acquire(key, urgent=urgent, due=due)
+        if self.trace is not None:
+            self.trace("granted", key, job.index)
+        t0, area = time.perf_counter(), self.scheduler.busy_area()
+        cf = self._pool.submit(lambda: next(items, None))
+        job.inflight = job.last_call = cf
+        try:
+            item = await asyncio.wait_for(asyncio.wrap_future(cf), self.settings.segment_timeout_s)
+        except TimeoutError:
+            raise self._timeout() from None
+        took = time.perf_counter() - t0
+        busy = (self.scheduler.busy_area() - area) / max(took, 1e-9)
+        job.inflight = None
+        grant, job.grant = job.grant, None
+        grant.release()  # free before the next step asks again
+        audio, more = item if item is not None else (np.zeros(0, np.float32), False)
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if self.trace is not None:
+            self.trace("synthesized", key, job.index)
+        self.counters.made(took, len(audio) / backend.info.sample_rate, busy)
+        self.counters.first_chunk(took)
+        self._load.notify()
+        return audio, bool(more)
+
+    @staticmethod
+    def _close_later(job: _Job, items: Iterator[Any]) -> None:
+        """Close a stepping backend's generator now, or on its thread once the step it is running returns."""
+        close = getattr(items, "close", None)
+        if close is None:
+            return
+        cf = job.last_call
+        if cf is not None and not cf.done():
+            cf.add_done_callback(lambda _: close())
+        else:
+            close()
+
+    def _failure(self, exc: Exception, backend: Backend | AsyncBackend, job: _Job) -> EngineError:
+        """What a failed segment tells the stream's reader (counted; an unexpected error logged)."""
+        self.counters.errors += 1
+        if isinstance(exc, SynthesisTimeout):
+            self.counters.timeouts += 1
+        if isinstance(exc, EngineError):
+            return exc
+        log.error("backend %s failed on segment %d", backend.info.name, job.index, exc_info=exc)
+        err = EngineError(f"The speech engine failed ({type(exc).__name__}); please try again.")
+        err.__cause__ = exc
+        return err
 
     def _timeout(self) -> SynthesisTimeout:
         return SynthesisTimeout(f"Speech synthesis took longer than {self.settings.segment_timeout_s:g} s.")
@@ -489,13 +596,16 @@ class StreamingEngine:
             competing = set(stats.waiting_urgent)
         else:
             competing = set(stats.waiting) | set(stats.running_per_key) | self._keys_since(RECENT_KEYS_S)
+        # a slot's speed as measured with as many slots busy as there will be with this key's work added
+        slots, per_key = self.scheduler.max_concurrency, self.scheduler.per_key_limit
+        busy = min(slots, max(stats.running, len(competing | {key}) * per_key))
         return Capacity(
-            slots=self.scheduler.max_concurrency,
+            slots=slots,
             running=stats.running,
             waiting_others=sum(n for k, n in stats.waiting.items() if k != key),
-            audio_per_second=c.recent_speed,
+            audio_per_second=c.speed(busy),
             other_keys=len(competing - {key}),
-            per_key=self.scheduler.per_key_limit,
+            per_key=per_key,
         )
 
     def _keys_since(self, seconds: float) -> set[Hashable]:
@@ -514,7 +624,8 @@ class StreamingEngine:
     def stats(self) -> EngineStats:
         sched = self.scheduler.stats()
         return EngineStats(**self.counters.snapshot(), running=sched.running, waiting=sum(sched.waiting.values()),
-                           sessions=getattr(self.backend, "sessions_alive", None))
+                           sessions=getattr(self.backend, "sessions_alive", None),
+                           by_load={k: (a, s) for k, (a, s) in self.counters.by_load.items()})
 
     async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:
         """The whole utterance at 48 kHz stereo (for the CLI and tests)."""

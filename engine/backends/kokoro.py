@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +19,10 @@ from engine.backends import kokoro_voice
 from engine.backends.kokoro_g2p import g2p_key, phonemize
 from engine.backends.kokoro_norms import NormPools
 from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
-from engine.backends.piper import WARM_UP_TEXT, intra_op_threads, word_runs
+from engine.backends.kokoro_shape import Shape
+from engine.backends.kokoro_windows import WINDOW, Stitcher, rendered, windows
+from engine.backends.piper import WARM_UP_TEXT, intra_op_threads
+from engine.backends.runs import clause_runs
 from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
@@ -33,38 +36,52 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 MAX_TOKENS = 510  # the model reads 512 tokens, a pad at each end; a voice pack has a style row per count
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
-# The vocoder's windows (KokoroModel.run, windows()), in decoder frames of 12.5 ms. Its instance norms normalize each
-# channel over what they see, so a window normalized by its own statistics sounds unlike the same audio vocoded whole:
-# a 0.6 s first window raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences; 3 s windows cost
-# 9 errors on four 6 s sentences (17 vs 8); 4 s windows (runs of up to 6 s whole) 1 in 11 sentences (20 vs 19). So a
-# run is vocoded in such windows until the voice's statistics in its language are learned (kokoro_norms.py); then in
-# windows from FIRST frames, each 1.5x the one before up to WINDOW, so the first is heard after 0.8 s of the run is
-# vocoded rather than all of it (the first chunk of six sentences: p50 202 ms, was ~580). Such a window normalizes by
-# its own statistics weighted n / (n + PRIOR) (n its frames) and the learned ones by the rest. Measured on 14
-# sentences against the same runs vocoded whole, for af_heart and am_michael (the voice learned from the warm-up):
-#   own-weight prior     PocketSphinx WER         speaker similarity to the voice (resemblyzer; another voice ~0.66)
-#   whole (before)       0.049, 0.076             0.930, 0.934
-#   learned only         0.056, 0.076             0.880, 0.877
-#   PRIOR 100            0.069, 0.090             0.922, 0.925
-#   PRIOR 200            0.069, 0.069             0.915, 0.923
-#   PRIOR 400            0.049, 0.069             0.905, 0.916
-# (the learned statistics alone keep the words but move the voice: its 4-12 kHz band by 1.3-3 dB on average against
-# the whole run's, by which sentences were learned.) Windows also bound the vocoder's memory (the engine after
-# warm-up: 758 MB vocoding 150 characters whole, 557 MB in 4 s windows with the shared arena).
-WINDOW = 320  # frames (4 s) per window, at most 1.5x (so none is short)
+# The vocoder's windows (KokoroModel.run, kokoro_windows.windows), in decoder frames of 12.5 ms. Its instance norms
+# normalize each channel over what they see, so a window normalized by its own statistics sounds unlike the same audio
+# vocoded whole: a 0.6 s first window raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences; 3 s
+# windows cost 9 errors on four 6 s sentences (17 vs 8); 4 s windows (runs of up to 6 s whole) 1 in 11 sentences (20
+# vs 19). So a run is vocoded in such windows until the voice's statistics in its language are learned
+# (kokoro_norms.py); then in windows from FIRST frames, each 1.5x the one before up to WINDOW, every one normalized by
+# the learned statistics alone, so the first is heard after 0.8 s of the run is vocoded rather than all of it, and
+# every window of a run is normalized alike (no seam where the normalization changes). Measured on 20 sentences of
+# af_heart against the same runs vocoded whole (AMD EPYC, AVX2; PocketSphinx WER; resemblyzer similarity to the
+# voice, the mean of the whole runs' embeddings; the largest log-mel flux at a seam over the whole run's there):
+#   normalized by                                     WER     voice   seam flux
+#   the whole run (not streamed)                      0.076   0.964   -
+#   own weighted n / (n + 200), learned the rest      0.098   0.953   1.309   (shipped before; 1.05-1.16 on a Xeon)
+#   the learned statistics alone                      0.061   0.946   1.158   (shipped)
+#   own and what the run's earlier windows computed   0.092   0.953   1.193
+#   learned alone in the first window, then own+200   0.089   -       1.422
+# (earlier, on a Xeon and 14 sentences, the learned statistics alone moved the similarity to the voice's pack voiceprint
+# from 0.930 to 0.880; here, against the voice's whole runs, 0.964 -> 0.946: the words are kept and the seams join.)
+# Windows also bound the vocoder's memory (the engine after warm-up: 758 MB vocoding 150 characters whole, 557 MB in
+# 4 s windows with the shared arena).
 FIRST = 64  # frames (0.8 s, the leading pause included) of the first window when the statistics are learned
-PRIOR = 200  # frames: the learned statistics' weight against a window's own
-# frames a window renders beyond each end (the convolutions' reach): with learned statistics 8 joined as well as 16
-# (worst seam 1.10 vs 1.09 of the whole run's flux) at 1.10x the whole runs' vocoding time instead of 1.23x
-SIDE = 8
-CROSSFADE = 2400  # samples (0.1 s) over which two windows are cross-faded (20 ms left a jump: 1.25x the whole run's)
-RAMP = 12_000  # samples (0.5 s) over which a window's level eases from the one before's back to its own
 # Each run starts with ~0.35 s of silence (the model's duration for its leading pad token): it is cut to LEAD_S before
-# the first 10 ms over SOUND_RMS, so the first word is heard that much sooner and the pause between segments is ~0.45 s
-# rather than ~0.8 s. Cut from the audio, not from the vocoder's input: vocoding the run without those frames saved
-# 10% of its time but raised PocketSphinx's word errors on 60 sentences from 0.073 to 0.084-0.105 (the vocoder's
-# normalization and its convolutions' reach see them).
+# the first 10 ms over SOUND_RMS, so the first word is heard that much sooner. Cut from the audio, not from the
+# vocoder's input: vocoding the run without those frames saved 10% of its time but raised PocketSphinx's word errors
+# on 60 sentences from 0.073 to 0.084-0.105 (the vocoder's normalization and its convolutions' reach see them).
 LEAD_S, SOUND_RMS = 0.05, 1e-3
+# A run ends with a longer silence than the model puts between two sentences inside one run (measured, whole runs,
+# silence between 10 ms frames over SOUND_RMS: en 0.34-0.47 s inside a run against 0.42-0.46 s after a run's last
+# sound plus the next's lead; ja 0.53-0.55 vs 0.67-0.70 plus; zh 0.11-0.13 vs 0.74-0.79 plus). So a run's end is cut
+# to its language's pause inside a run less the next run's LEAD_S after its last sound (CLAUSE_PAUSE_S when a sentence
+# over MAX_TOKENS goes on in another run): bench/e2e.py's kokoro_sentence_pause_vs_one_run.
+SENTENCE_PAUSE_S = {"en": 0.35, "ja": 0.5, "zh": 0.11}
+OTHER_PAUSE_S = 0.35  # languages not measured: as English
+CLAUSE_PAUSE_S = 0.2
+# Kokoro reads at most MAX_TOKENS phonemes at once: a sentence longer than this many characters' worth (about as many
+# phonemes in English; engine/segment.py's split_sentences) is cut at its last clause mark before it, and a run
+# longer than MAX_TOKENS at its last clause mark (token_runs). The bound is the model's, set by memory: a run's
+# features are made whole (the vocoder's windows do not grow with the run).
+SENTENCE_CHARS = 400
+# What warming up speaks: a long run (the memory arena's size), then sentences unlike it and each other, about 13 s in
+# all, from which the default voice's vocoder statistics are learned (kokoro_norms.py: the variety pooled matters)
+WARM_UP_SENTENCES = (
+    WARM_UP_TEXT,
+    "Could you tell me where the nearest train station is?",
+    "We painted the whole kitchen yellow last weekend, and honestly, it looks wonderful!",
+)
 # the voice pack's first letter: the language it was made for, and its accent in words
 PACK_LANGUAGES = {"a": "en", "b": "en", "e": "es", "f": "fr", "h": "hi", "i": "it", "j": "ja", "p": "pt", "z": "zh"}
 ACCENTS = {"a": "American English", "b": "British English", "e": "Spanish", "f": "French", "h": "Hindi",
@@ -84,9 +101,10 @@ def stock_voice(name: str) -> StockVoice:
                       gender=GENDERS.get(name[1:2], "voice"))
 
 
-def token_runs(tokens: list[int], breaks: set[int], limit: int = MAX_TOKENS) -> Iterator[list[int]]:
-    """`tokens` in runs of at most `limit`, each cut after the last break token (punctuation, space) near its end."""
-    return word_runs(tokens, limit, frozenset(breaks))
+def token_runs(tokens: list[int], model: KokoroModel, limit: int = MAX_TOKENS) -> Iterator[list[int]]:
+    """`tokens` in runs of at most `limit` (one for a sentence the engine cut): over it, cut after the last clause
+    mark, at a space only when one clause alone is over it (engine/backends/runs.py)."""
+    return clause_runs(tokens, limit, model.clauses, model.spaces)  # type: ignore[return-value]
 
 
 class KokoroModel:
@@ -100,7 +118,8 @@ class KokoroModel:
         self.packs = kokoro_assets.voice_packs(settings.assets_dir)
         self.threads = threads
         self.vocab: dict[str, int] = kokoro_assets.vocabulary()
-        self.breaks = {self.vocab[c] for c in " ,.;:!?—…" if c in self.vocab}
+        self.clauses = frozenset(self.vocab[c] for c in ",.;:!?—…" if c in self.vocab)
+        self.spaces = frozenset(self.vocab[c] for c in " " if c in self.vocab)
         self._sessions: dict[str, object] = {}
         self._styles: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
@@ -163,66 +182,58 @@ class KokoroModel:
         return tuple(next(i.shape for i in session.get_inputs() if i.name == graph.NORMS))
 
     def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
-            key: tuple[str, str] | None = None) -> Iterator[np.ndarray]:
-        """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from just before its first sound
-        (from_first_sound), vocoded in windows (windows()): from FIRST frames once the statistics of `key` (voice,
-        language) are learned, normalized partly by those (PRIOR), else from WINDOW frames, normalized by their own
-        (which teach the statistics of `key`).
-        Each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, its level
-        matched to the window before over the frames both rendered and eased back over RAMP, the two cross-faded
-        over CROSSFADE. A window's audio is passed on as soon as it is made."""
+            key: Hashable | None = None, shape: Shape | None = None,
+            pause_s: float = OTHER_PAUSE_S) -> Iterator[tuple[np.ndarray, bool]]:
+        """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from LEAD_S before its first sound to
+        `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item (kokoro_windows.windows):
+        from FIRST frames once the statistics of `key` (voice, language, pitch) are learned, normalized by those
+        alone, else from WINDOW frames, normalized by their own (which teach the statistics of `key`).
+        `shape` maps the F0 the vocoder is given and corrects each window (a registered voice, a changed pitch).
+        Each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, and is
+        stitched to the one before (kokoro_windows.Stitcher). The features are made once, in the first item. Each
+        item is (audio, whether it is the run's last)."""
         row = style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32)
         x, f0 = self.features(tokens, row, speed, cancel)
+        if shape is not None:
+            f0 = shape.f0(f0)
         n = x.shape[2]
         given = self.norms.given(key) if key is not None else None
         spans = windows(n, WINDOW if given is None else FIRST)
         phases = self.start_phases(f0) if len(spans) > 1 else None
-        before: tuple[np.ndarray, int] | None = None  # the last window's audio and its first frame
+        stitcher = Stitcher(n)
         for k, (a, b) in enumerate(spans):
-            lo = max(0, a - SIDE)
-            hi = min(n, b + SIDE)
-            audio, computed = self.vocode(x, f0, row, lo, hi, phases, cancel, given, (hi - lo) / (hi - lo + PRIOR))
+            lo, hi = rendered(a, b, n)
+            audio, computed = self.vocode(x, f0, row, lo, hi, phases, cancel, given, 0.0)
             if key is not None and given is None:
                 self.norms.learn(key, computed, hi - lo)
-            start = a * graph.HOP - lo * graph.HOP  # where this window's own part begins in `audio`
-            if before is not None:
-                prev, prev_lo = before
-                shared = slice((lo - prev_lo) * graph.HOP, len(prev))  # frames both windows rendered, in `prev`
-                gain = float(np.clip(_rms(prev[shared]) / max(_rms(audio[:len(prev) - shared.start]), 1e-6), 0.5, 2.0))
-                audio = audio * np.interp(np.arange(len(audio)) - start, [0, RAMP], [gain, 1.0]).astype(np.float32)
-                fade = np.linspace(0.0, 1.0, CROSSFADE, dtype=np.float32)
-                seam = (a - prev_lo) * graph.HOP
-                mixed = prev[seam - CROSSFADE // 2:seam + CROSSFADE // 2] * (1 - fade)
-                mixed += audio[start - CROSSFADE // 2:start + CROSSFADE // 2] * fade
-                audio[start - CROSSFADE // 2:start + CROSSFADE // 2] = mixed
-                start -= CROSSFADE // 2
-            end = (b - lo) * graph.HOP - (CROSSFADE // 2 if k < len(spans) - 1 else 0)
-            out = audio[start:end] if k < len(spans) - 1 else audio[start:(n - lo) * graph.HOP]
-            yield _limited(from_first_sound(out) if k == 0 else out)
-            before = (audio, lo)
-
-
-def windows(n: int, first: int = WINDOW) -> list[tuple[int, int]]:
-    """The frames [a, b) each vocoder window of an n-frame run contributes: the first `first` frames, each next 1.5x
-    the one before up to WINDOW, the last up to 1.5x its size (so none is short); the whole run when it is at most
-    1.5x `first`. They bound the vocoder's memory and let a sentence play while it is made."""
-    cuts, size = [0], first
-    while n - cuts[-1] > size * 3 // 2:
-        cuts.append(cuts[-1] + size)
-        size = min(WINDOW, size * 3 // 2)
-    return list(zip(cuts, [*cuts[1:], n]))
-
-
-def _rms(a: np.ndarray) -> float:
-    return float(np.sqrt(np.mean(np.square(a, dtype=np.float64)))) if len(a) else 0.0
+            if shape is not None:
+                audio = shape.correct(audio, f0[0, lo:hi])
+            out = stitcher.add(audio, a, b)
+            if k == 0:
+                out = from_first_sound(out)
+            last = k == len(spans) - 1
+            if last:
+                out = to_last_sound(out, max(0.0, pause_s - LEAD_S))
+            yield _limited(out), last
 
 
 def from_first_sound(audio: np.ndarray) -> np.ndarray:
     """`audio` from LEAD_S before its first 10 ms frame over SOUND_RMS (all of it when none is)."""
+    loud = _loud_frames(audio)
+    return audio[max(0, int(loud[0]) * SAMPLE_RATE // 100 - int(LEAD_S * SAMPLE_RATE)):] if len(loud) else audio
+
+
+def to_last_sound(audio: np.ndarray, tail_s: float) -> np.ndarray:
+    """`audio` up to `tail_s` after its last 10 ms frame over SOUND_RMS (all of it when none is)."""
+    loud = _loud_frames(audio)
+    return audio[:(int(loud[-1]) + 1) * SAMPLE_RATE // 100 + int(tail_s * SAMPLE_RATE)] if len(loud) else audio
+
+
+def _loud_frames(audio: np.ndarray) -> np.ndarray:
+    """Indices of the 10 ms frames of `audio` over SOUND_RMS."""
     frame = SAMPLE_RATE // 100
     n = len(audio) // frame
-    loud = np.flatnonzero(np.sqrt(np.mean(np.square(audio[:n * frame].reshape(n, frame)), axis=1)) > SOUND_RMS)
-    return audio[max(0, int(loud[0]) * frame - int(LEAD_S * SAMPLE_RATE)):] if len(loud) else audio
+    return np.flatnonzero(np.sqrt(np.mean(np.square(audio[:n * frame].reshape(n, frame)), axis=1)) > SOUND_RMS)
 
 
 def _limited(audio: np.ndarray) -> np.ndarray:
@@ -251,6 +262,7 @@ class KokoroBackend:
         self._piper: object | None = None
         self._piper_lock = threading.Lock()
         self._prints: dict[str, Voiceprint] | None = None
+        self._warmed = 0  # warm_up calls so far
         # a registered voice's rows (a few dozen kB) and correction by its blob
         self._styles: dict[bytes, tuple[np.ndarray, MatchProfile | None]] = {}
         self.style_packs = tuple(n for n in self.model.packs if pack_language(n) == "en")
@@ -267,6 +279,8 @@ class KokoroBackend:
             voices=voices,
             languages=tuple(DEFAULT_VOICES),
             stock=tuple(stock_voice(n) for n in voices if pack_language(n)),
+            sentence_chars=SENTENCE_CHARS,
+            steps=True,
         )
 
     @classmethod
@@ -314,8 +328,8 @@ class KokoroBackend:
         import soxr
 
         tokens = self.model.tokens(phonemize(text, g2p_key("en")))
-        audio = np.concatenate([a for run in token_runs(tokens, self.model.breaks)
-                                for a in self.model.run(run, rows, 1.0, None)])
+        audio = np.concatenate([a for run in token_runs(tokens, self.model)
+                                for a, _ in self.model.run(run, rows, 1.0, None)])
         return soxr.resample(audio, SAMPLE_RATE, kokoro_voice.RATE).astype(np.float32)
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
@@ -375,40 +389,45 @@ class KokoroBackend:
         return DEFAULT_VOICES.get(base(voice.language), DEFAULT_VOICES["en"])
 
     def warm_up(self) -> None:
-        """Create the sessions and run Piper's WARM_UP_TEXT (one sentence as long as the engine's longest segment):
-        the memory arena grows to a whole segment's now."""
-        for _ in self.synthesize(WARM_UP_TEXT, Voice()):
-            pass
+        """Create the sessions and speak WARM_UP_SENTENCES (each call starting at the next, so that workers warming up
+        at once teach the default voice's statistics from different sentences): the memory arena grows to a long
+        run's now, and af_heart's English statistics are learned."""
+        with self._piper_lock:
+            first, self._warmed = self._warmed % len(WARM_UP_SENTENCES), self._warmed + 1
+        for text in WARM_UP_SENTENCES[first:] + WARM_UP_SENTENCES[:first]:
+            for _ in self.synthesize(text, Voice()):
+                pass
 
     def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
-        """Yield float32 mono at 24 kHz: the segment in runs the model reads whole (one, for any segment the
-        engine makes), each as its vocoder windows come, or Piper's audio for an earlier registered voice."""
+        """Yield float32 mono at 24 kHz, one vocoder window at a time with whether another follows (BackendInfo.steps:
+        the engine gives each its own slot): the sentence in runs the model reads whole (one, but for a sentence over MAX_TOKENS phonemes), or
+        Piper's audio for an earlier registered voice. A registered voice and a changed pitch are shaped window by
+        window (kokoro_shape.Shape); the vocoder's statistics are learned per voice, language and pitch."""
         if not MIN_SPEED <= voice.speed <= 4.0:
             raise EngineError(f"Speed must be between {MIN_SPEED} and 4.0.")
         if voice.profile is not None and not KokoroStyle.is_style(voice.profile.features):
             yield from self._piper_speaks(text, voice, cancel)
             return
-        match, key = None, None
+        match = None
         if voice.profile is not None:
             (rows, match), language = self.fitted(voice.profile.features), base(voice.language) or "en"
-            british = False
+            british, who = False, voice.profile.features
         else:
             pack = self.pack_for(voice)
             rows, language = self.model.style(pack), base(voice.language) or pack_language(pack) or "en"
-            british = pack.startswith("b")
-            if not voice.pitch:  # a pack's statistics, learned in this language (PSOLA runs per window: kept long)
-                key = (pack, language)
+            british, who = pack.startswith("b"), pack
+        pitch = float(voice.pitch or 0.0)
+        shape = Shape(match, pitch) if match is not None or pitch else None
+        key = (who, language, pitch)
         tokens = self.model.tokens(phonemize(text, g2p_key(language, british=british)))
         speed = min(max(voice.speed, MIN_SPEED), MAX_SPEED)
-        for run in token_runs(tokens, self.model.breaks):
-            windows = self.model.run(run, rows, speed, cancel, key)
-            if match is not None:  # corrected whole, as Piper's segments are: PSOLA and the filter across a
-                windows = iter([np.concatenate(list(windows))])  # window's seam would click there
-            for audio in windows:
+        runs = list(token_runs(tokens, self.model))
+        for r, run in enumerate(runs):
+            pause = SENTENCE_PAUSE_S.get(language, OTHER_PAUSE_S) if r == len(runs) - 1 else CLAUSE_PAUSE_S
+            for audio, last in self.model.run(run, rows, speed, cancel, key, shape, pause / speed):
                 if cancel is not None and cancel.cancelled:
                     return
-                if len(audio):
-                    yield self._voiced(audio, voice, match)
+                yield audio, not (last and r == len(runs) - 1)
 
     def _piper_speaks(self, text: str, voice: Voice, cancel: CancelToken | None) -> Iterator[np.ndarray]:
         import soxr
@@ -416,15 +435,6 @@ class KokoroBackend:
         rate = self.piper.info.sample_rate
         for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
             yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
-
-    def _voiced(self, audio: np.ndarray, voice: Voice, match: MatchProfile | None) -> np.ndarray:
-        """The registered voice's correction and the user's pitch (semitones, TD-PSOLA as for Piper's voices)."""
-        if match is None and voice.pitch == 0:
-            return audio
-        from engine.voices.matching import Transform, apply_transform
-
-        transform = Transform.for_profile(match, float(voice.pitch or 0.0))
-        return np.asarray(apply_transform(audio, SAMPLE_RATE, transform), dtype=np.float32)
 
     def close(self) -> None:
         with self._piper_lock:

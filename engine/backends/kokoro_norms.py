@@ -1,5 +1,5 @@
-"""What Kokoro's vocoder normalizes by, learned per voice and language: its instance norms' statistics pooled over
-the windows it has vocoded whole-normalized, so that a short window, normalized partly by them, sounds much as its
+"""What Kokoro's vocoder normalizes by, learned per voice, language and pitch: its instance norms' statistics pooled
+over the runs it has vocoded normalized by their own, so that a short window, normalized by them, sounds much as its
 whole run would and can be heard sooner."""
 
 from __future__ import annotations
@@ -11,22 +11,24 @@ from collections.abc import Hashable
 import numpy as np
 
 # Decoder frames (12.5 ms) a voice must have been heard over in a language, normalized by its own statistics, before
-# the pooled ones are used (the warm-up's sentence teaches the default voice). Pools of 800 to 6000 frames moved a
-# sentence's 4-12 kHz band against its whole run's by as much on average (1.3-2.2 dB for af_heart, 1.4-3.1 dB for
-# am_michael, by which sentences were pooled, not by how many); another voice's statistics are unusable (word errors
-# up to 0.73), another language's audibly off (bands up to 3 dB).
-LEARNED = 600
+# the pooled ones are used (the warm-up's sentences teach the default voice). Which sentences are pooled matters more
+# than how many: runs normalized by a pool moved their 4-12 kHz band against their whole runs' by +1.3 dB on average
+# (20 sentences of af_heart, AMD EPYC) pooled from the one warm-up sentence in 4 s windows with the spread between
+# windows counted as variance; +0.7 dB from six varied sentences' whole runs; +0.5 dB from the same with each run's own
+# variance alone (the spread of a channel's mean between runs is not spread a run has). Another voice's statistics are
+# unusable (word errors up to 0.73), another language's audibly off (bands up to 3 dB).
+LEARNED = 800
 KEPT = 64  # pools kept, the least recently used dropped (each 135 kB)
 
 
 class NormPool:
-    """One voice in one language: frame-weighted sums of each channel's mean and of its mean square, and the
-    statistics they give once LEARNED frames are in (`learned`; then it learns no more)."""
+    """One voice in one language: frame-weighted sums of each channel's mean and of its variance over each run (or
+    window) learned, and the statistics they give once LEARNED frames are in (`learned`; then it learns no more)."""
 
     def __init__(self, size: int) -> None:
         self.frames = 0
         self.means = np.zeros(size // 2)
-        self.squares = np.zeros(size // 2)  # frame-weighted variance plus squared mean
+        self.variances = np.zeros(size // 2)
         self.learned: np.ndarray | None = None
 
     def add(self, computed: np.ndarray, frames: int) -> None:
@@ -37,16 +39,14 @@ class NormPool:
         stats = computed.reshape(-1).astype(np.float64)
         means, variances = stats[:half], stats[half:]
         self.means += frames * means
-        self.squares += frames * (variances + np.square(means))
+        self.variances += frames * variances
         self.frames += frames
         if self.frames >= LEARNED:
             self.learned = self.given()
 
     def given(self) -> np.ndarray:
-        """The pooled statistics as NORMS [1, S, 1]: the means, then the variances."""
-        means = self.means / self.frames
-        variances = np.maximum(self.squares / self.frames - np.square(means), 0.0)
-        return np.concatenate([means, variances]).astype(np.float32).reshape(1, -1, 1)
+        """The pooled statistics as NORMS [1, S, 1]: the means, then the variances (each a frame-weighted mean)."""
+        return np.concatenate([self.means, self.variances]).astype(np.float32).reshape(1, -1, 1) / self.frames
 
 
 class NormPools:

@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.languages import piper_languages
+from engine.backends.runs import word_runs
 from engine.backends.sessions import SessionPool, new_session, run_cancellable
 from engine.settings import PiperSettings
 
@@ -32,19 +33,6 @@ WARM_UP_TEXT = (
     "When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp "
     "dark and cold, and a small gray bird asleep by the rail."
 )
-
-
-def word_runs(phonemes: list, limit: int, breaks: frozenset = frozenset(" ")) -> Iterator[list]:
-    """`phonemes` in runs of at most `limit`, cut after a word's space (any of `breaks`) where one is near (else
-    anywhere)."""
-    start = 0
-    while len(phonemes) - start > limit:
-        end = start + limit
-        space = max((i for i in range(start + limit // 2, end) if phonemes[i] in breaks), default=end - 1)
-        yield phonemes[start:space + 1]
-        start = space + 1
-    if start < len(phonemes):
-        yield phonemes[start:]
 
 
 def bundled_model_path() -> Path:

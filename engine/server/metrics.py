@@ -35,7 +35,13 @@ class EngineCollector:
         totals = asdict(self.engine.stats())
         running, waiting = totals.pop("running"), totals.pop("waiting")
         totals.pop("sessions")  # for soaks, in /v1/status
+        by_load = totals.pop("by_load")
         for name, value in totals.items():
             yield GaugeMetricFamily(f"engine_{name}", f"Engine counter {name}", value=float(value))
+        for i, name in enumerate(("audio_seconds", "synthesis_seconds")):
+            family = GaugeMetricFamily(f"engine_{name}_by_load", f"Engine counter {name} by slots busy", labels=["busy"])
+            for busy, totals_there in sorted(by_load.items()):
+                family.add_metric([str(busy)], float(totals_there[i]))
+            yield family
         yield GaugeMetricFamily("engine_scheduler_running", "Segments synthesizing now", value=running)
         yield GaugeMetricFamily("engine_scheduler_waiting", "Segments waiting for a slot", value=waiting)

@@ -249,7 +249,7 @@ def render(analysis: Analysis, transform: Transform) -> np.ndarray:
     gain = correction_db(analysis, transform)
     if gain is not None:
         y = spectral.apply_gain(y, analysis.sr, gain, FRAME_PERIOD_MS / 1000.0)
-    return _match_level(y, analysis.rms)
+    return match_level(y, analysis.rms)
 
 
 def _vocode(analysis: Analysis, f0: np.ndarray, transform: Transform) -> np.ndarray:
@@ -259,7 +259,7 @@ def _vocode(analysis: Analysis, f0: np.ndarray, transform: Transform) -> np.ndar
     gain = correction_db(analysis, transform)
     sp = analysis.sp if gain is None else analysis.sp * 10.0 ** (gain / 10.0)
     y = pyworld.synthesize(f0, sp, ap, analysis.sr, FRAME_PERIOD_MS)[: len(analysis.x)]
-    return _match_level(np.pad(y, (0, len(analysis.x) - len(y))), analysis.rms)
+    return match_level(np.pad(y, (0, len(analysis.x) - len(y))), analysis.rms)
 
 
 def correction_db(analysis: Analysis, transform: Transform) -> np.ndarray | None:
@@ -317,7 +317,8 @@ def warp_envelope(env: np.ndarray, alpha: float) -> np.ndarray:
     return np.ascontiguousarray(env[:, lo] * (1.0 - frac) + env[:, hi] * frac)
 
 
-def _match_level(y: np.ndarray, rms_x: float) -> np.ndarray:
+def match_level(y: np.ndarray, rms_x: float) -> np.ndarray:
+    """`y` at the level `rms_x`, its peak kept under 0.99."""
     rms_y = float(np.sqrt(np.mean(np.square(y))))
     if rms_y > 1e-9:
         y = y * (rms_x / rms_y)

@@ -1,5 +1,6 @@
-"""The vocoder's statistics pooled per voice and language: windows pool to the statistics of their whole run, and a
-pool is given only once it has learned enough, then learns no more."""
+"""The vocoder's statistics pooled per voice and language: runs pool to the frame-weighted mean of their statistics
+(each run's own spread, not the spread between runs), and a pool is given only once it has learned enough, then
+learns no more."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ def computed(window: np.ndarray) -> np.ndarray:
     return np.concatenate([window.mean(axis=1), window.var(axis=1)]).reshape(1, -1, 1)
 
 
-def test_windows_pool_to_the_statistics_of_their_whole_run():
+def test_runs_pool_to_the_frame_weighted_mean_of_their_statistics():
     rng = np.random.default_rng(1)
-    run = rng.normal(loc=rng.normal(size=(6, 1)), scale=rng.uniform(0.5, 2, size=(6, 1)), size=(6, 500))
-    run[:, 300:] += 1.5  # a louder stretch: windows unlike each other
+    runs = [rng.normal(loc=rng.normal(size=(6, 1)), scale=rng.uniform(0.5, 2, size=(6, 1)), size=(6, n))
+            for n in (300, 200)]
+    runs[1] += 1.5  # a louder run: its channels' means unlike the other's, which adds no spread within either
     pool = NormPool(12)
-    pool.add(computed(run[:, :300]), 300)
-    pool.add(computed(run[:, 300:]), 200)
-    np.testing.assert_allclose(pool.given(), computed(run), rtol=1e-5, atol=1e-6)
+    for run in runs:
+        pool.add(computed(run), run.shape[1])
+    expected = (300 * computed(runs[0]) + 200 * computed(runs[1])) / 500
+    np.testing.assert_allclose(pool.given(), expected, rtol=1e-5, atol=1e-6)
+    assert np.all(pool.given()[0, 6:, 0] < computed(np.concatenate(runs, axis=1))[0, 6:, 0])  # not the joined spread
 
 
 def test_statistics_are_given_once_learned_and_kept_per_voice_and_language():

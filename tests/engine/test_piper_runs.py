@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.base import Voice
-from engine.backends.piper import WARM_UP_TEXT, word_runs
+from engine.backends.piper import WARM_UP_TEXT
+from engine.backends.runs import clause_runs, word_runs
 
 NAMES = " ".join(f"user12x{i}" for i in range(20))[:150]  # reads far longer than its 150 characters
 
@@ -39,3 +40,15 @@ def test_no_run_has_more_phonemes_than_the_warm_up_sentence_at_its_speed(piper_b
     finally:
         piper_backend._run = original
     assert len(warm) == 1
+
+
+def test_clause_runs_cut_at_a_clause_and_at_a_space_only_inside_a_long_clause():
+    phonemes = list("ab cd, ef gh. ij kl mn op qr st")
+    runs = list(clause_runs(phonemes, 14, frozenset(",."), frozenset(" ")))
+    assert [p for run in runs for p in run] == phonemes
+    assert all(len(run) <= 14 for run in runs)
+    assert "".join(runs[0]) == "ab cd, ef gh."  # the last clause mark within the bound, not a later space
+    assert "".join(runs[1]).endswith(" ")  # no clause mark left: a space
+    assert list(clause_runs(list("abcdefghij"), 4, frozenset(","), frozenset(" "))) == [
+        list("abcd"), list("efgh"), list("ij")]  # one word over the bound: anywhere
+    assert list(clause_runs(list("short, run"), 40, frozenset(","), frozenset(" "))) == [list("short, run")]

@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.segment import MAX_COMBINING_RUN, clean_text, scrub, split_segments
+from engine.segment import MAX_COMBINING_RUN, WIDE, _WIDE_CHARS, clean_text, scrub, split_segments, split_sentences
 
 _WS = re.compile(r"\s+")
 
@@ -118,3 +118,37 @@ def test_scrub_is_the_one_unicode_hygiene() -> None:
 def test_clean_text_drops_marks_that_sit_on_nothing() -> None:
     assert clean_text("\u0301\u0302 hello \u0301") == "hello"
     assert clean_text("one\u2028two\r\nthree") == "one\ntwo\nthree"
+
+
+def _worth(s: str) -> float:
+    """Latin characters' worth of speech (a CJK character counts WIDE)."""
+    return len(s) + (WIDE - 1) * len(_WIDE_CHARS.findall(s))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text_strategy, st.integers(1, 400))
+def test_sentences_bounded_and_lossless(text: str, max_chars: int) -> None:
+    cleaned = clean_text(text)
+    pieces = split_sentences(cleaned, max_chars)
+    assert all(p and p == p.strip() for p in pieces)
+    assert all(_worth(p) <= max_chars + WIDE for p in pieces)
+    assert _letters("".join(pieces)) == _letters(cleaned)
+
+
+def test_a_long_sentence_is_one_piece_and_text_is_cut_only_at_sentence_ends() -> None:
+    text = ("Please remind everyone that the meeting on Thursday afternoon has been moved to the larger room "
+            "downstairs, next to the kitchen. Thanks! Mr. Smith and Dr. Jones will join at 5 p.m. today.\nNew line")
+    assert split_sentences(clean_text(text), 400) == [
+        "Please remind everyone that the meeting on Thursday afternoon has been moved to the larger room downstairs, "
+        "next to the kitchen.", "Thanks!", "Mr. Smith and Dr. Jones will join at 5 p.m. today.", "New line"]
+    assert split_sentences("e.g. this one. it goes on. Next.", 400) == ["e.g. this one. it goes on.", "Next."]
+    japanese = "次の会議は午後三時から始まります。昨日、友達と一緒に新しいレストランへ行きました。"
+    assert split_sentences(japanese, 400) == ["次の会議は午後三時から始まります。", "昨日、友達と一緒に新しいレストランへ行きました。"]
+
+
+def test_a_sentence_over_the_bound_is_cut_at_clauses_then_spaces() -> None:
+    clauses = "one two three four, five six seven eight; nine ten eleven twelve thirteen fourteen fifteen."
+    assert split_sentences(clauses, 45) == ["one two three four, five six seven eight;",
+                                            "nine ten eleven twelve thirteen fourteen", "fifteen."]
+    assert split_sentences("今天天气很好，我们去公园散步吧，然后我们回家吃饭", 30) == [
+        "今天天气很好，", "我们去公园散步吧，", "然后我们回家吃饭"]

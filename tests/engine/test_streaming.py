@@ -24,7 +24,7 @@ from engine.base import (
     Voice,
 )
 from engine.settings import EngineSettings
-from engine.streaming import StreamingEngine
+from engine.streaming import EngineCounters, StreamingEngine
 
 pytestmark = pytest.mark.timeout(120)
 RATE = 16000
@@ -309,3 +309,91 @@ async def test_capacity_changed_returns_when_a_stream_takes_a_slot() -> None:
         await asyncio.wait_for(changed, 5)
     finally:
         await engine.close()
+
+
+# -- a stepping backend: one slot per unit of work ------------------------------------------------------------
+
+
+class FakeWindowBackend(FakeToneBackend):
+    """Test double: whole sentences, `windows` items of 0.5 s tone each (with whether another follows), every item one
+    unit of work (steps) taking
+    `delay` seconds; records each item's thread and when it was made."""
+
+    def __init__(self, windows: int = 4, delay: float = 0.02) -> None:
+        super().__init__(delay=delay)
+        self.info = BackendInfo("fake-windows", "1", RATE, clones=False, voices=("tone",), sentence_chars=400,
+                                steps=True)
+        self.windows = windows
+        self.made: list[tuple[str, int, float]] = []  # (text, item, monotonic time)
+
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+        self.calls.append(text)
+        for k in range(self.windows):
+            time.sleep(self.delay)
+            self.made.append((text, k, time.monotonic()))
+            yield (0.3 * np.sin(2 * np.pi * 200 * np.arange(RATE // 2) / RATE)).astype(np.float32), k < self.windows - 1
+
+
+async def test_a_sentence_backend_gets_whole_sentences_and_one_slot_per_window() -> None:
+    backend = FakeWindowBackend(windows=3)
+    engine = StreamingEngine(backend, _settings())
+    text = "This sentence is a good deal longer than forty characters, and it is not cut. Short one."
+    granted: list[int] = []
+    engine.trace = lambda event, key, index: granted.append(index) if event == "granted" else None
+    try:
+        chunks = await _collect(engine, text)
+    finally:
+        await engine.close()
+    assert backend.calls == [text[:text.index("cut.") + 4], "Short one."]
+    assert granted == [0, 0, 0, 1, 1, 1]  # a slot for every window
+    assert [c.segment for c in chunks[:-1]] == [0, 0, 0, 1, 1, 1]
+    assert engine.stats().segments_done == 2 and engine.stats().running == 0
+    assert set(engine.counters.speeds) == {1}
+
+
+async def test_a_long_sentences_later_windows_let_another_guilds_first_window_go_first() -> None:
+    """One slot: guild a's sentence of 8 windows has audio in hand after its first; guild b's first window, asked
+    for meanwhile, is made before a's later windows (which are due only when a's audio in hand runs low)."""
+    backend = FakeWindowBackend(windows=8, delay=0.05)
+    engine = StreamingEngine(backend, _settings(workers=1, max_concurrency=1))
+    try:
+        a = asyncio.create_task(_collect(engine, "A long sentence.", key="a"))
+        while not backend.made:
+            await asyncio.sleep(0.005)
+        b = await _collect(engine, "B first.", key="b")
+        await a
+    finally:
+        await engine.close()
+    assert b
+    order = [text for text, _, _ in backend.made]
+    assert order.index("B first.") <= 2  # at most the window running when b asked, then b's own
+    assert order.count("A long sentence.") == 8
+
+
+async def test_a_cancelled_utterance_stops_at_its_next_window() -> None:
+    backend = FakeWindowBackend(windows=50, delay=0.05)
+    engine = StreamingEngine(backend, _settings())
+    try:
+        task = asyncio.create_task(_collect(engine, "Fifty windows long."))
+        while len(backend.made) < 3:
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        made = len(backend.made)
+        await asyncio.sleep(0.3)
+        assert len(backend.made) <= made + 1  # the window running then, no more
+        assert engine.stats().running == 0 and engine.stats().waiting == 0
+    finally:
+        await engine.close()
+
+
+def test_speed_is_taken_at_the_load_it_was_measured_at() -> None:
+    counters = EngineCounters()
+    assert counters.speed(2) == 0.0
+    counters.made(1.0, 3.0, busy=1)
+    assert counters.speed(1) == 3.0
+    assert counters.speed(2) == 1.5  # not measured with two busy: the one slot's total shared by two
+    counters.made(1.0, 1.0, busy=2)
+    assert counters.speed(2) == 1.0 and counters.speed(1) == 3.0
+    assert counters.speed(4) == 0.5
