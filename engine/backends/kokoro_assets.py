@@ -50,23 +50,23 @@ def graph_paths(assets_dir: str = "") -> dict[str, Path]:
     made them for this model and graph version."""
     where = folder(assets_dir)
     stamp = where / GRAPH_STAMP
-    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != _graph_stamp():
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != graph_stamp():
         raise BackendUnavailable(f"Kokoro's model is not prepared in {where}: {SETUP_HINT}.")
-    return {name: where / name for name in (kokoro_graph.FEATURES, kokoro_graph.VOCODER, kokoro_graph.PHASE)}
+    return {name: where / name for name in kokoro_graph.FILES}
 
 
-def _graph_stamp() -> str:
+def graph_stamp() -> str:
     return f"{kokoro_graph.GRAPH_VERSION}; {MODEL_SHA256}"
 
 
 def install_graph(where: Path) -> None:
     """Cut the joined model (kokoro_graph.build) unless it is already cut, for this model and graph version."""
     stamp = where / GRAPH_STAMP
-    if stamp.is_file() and stamp.read_text(encoding="utf-8") == _graph_stamp() \
-            and all((where / n).is_file() for n in (kokoro_graph.FEATURES, kokoro_graph.VOCODER, kokoro_graph.PHASE)):
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == graph_stamp() \
+            and all((where / n).is_file() for n in kokoro_graph.FILES):
         return
     kokoro_graph.build(where / MODEL_FILE, where)
-    stamp.write_text(_graph_stamp(), encoding="utf-8")
+    stamp.write_text(graph_stamp(), encoding="utf-8")
 
 
 def voice_packs(assets_dir: str = "") -> dict[str, Path]:
@@ -160,9 +160,19 @@ def install(where: Path | None = None) -> Path:
     install_model(where)
     install_graph(where)
     names = install_voices(where)
+    install_tuning(where)
     install_voiceprints(where)
     print(f"kokoro: model, {len(names)} voice packs and their voiceprints in {where}")
     return where
+
+
+def install_tuning(where: Path) -> None:
+    """Measure which vocoder and thread count run fastest on this CPU (kokoro_tuning.py) for the default engine's
+    inferences at once, unless measured already; before the voiceprints, which are rendered by that vocoder."""
+    from engine.backends import kokoro_tuning
+    from engine.settings import EngineSettings
+
+    print(kokoro_tuning.tuning(str(where), kokoro_tuning.concurrency(EngineSettings())).why)
 
 
 def install_voiceprints(where: Path) -> None:

@@ -1,7 +1,9 @@
 """Kokoro's ONNX graph cut for speed at setup: the text-to-features part stays int8; the vocoder (the decoder's
-generator, ~90% of the time) runs its convolutions in float as 2-D convolutions (onnxruntime's blocked kernels)
-and takes its sine source's starting phase and its instance norms' statistics, so a sentence can be vocoded in
-windows whose sines run on and which are normalized partly by statistics learned from whole runs."""
+generator, ~90% of the time) is cut twice, its convolutions float 2-D ones (onnxruntime's blocked kernels) in one and
+the model's own integer ones in the other (kokoro_tuning.py picks per CPU), its Snake activations fused with the
+instance norms before them. It takes its sine source's starting phase and its instance norms' statistics, so a
+sentence can be vocoded in windows whose sines run on and which are normalized partly by statistics learned from
+whole runs."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-GRAPH_VERSION = "split 2"  # the files below: bump when they change (setup cuts them again)
+GRAPH_VERSION = "split 3"  # the files below: bump when they change (setup cuts them again)
 # what the vocoder sounds like normalizing by its own statistics (the packs' voiceprints and registered voices depend
 # on it: bump when that changes, not when only GRAPH_VERSION does)
 SOUND_VERSION = "split 1"
 FEATURES, VOCODER, PHASE = "kokoro-features.onnx", "kokoro-vocoder.onnx", "kokoro-phase.onnx"
+VOCODER_INT = "kokoro-vocoder-int8.onnx"  # the vocoder with the model's own integer convolutions
+FILES = (FEATURES, VOCODER, VOCODER_INT, PHASE)
 X = "/decoder/decoder/decode.3/Div_4_output_0"  # the decoder's features, 2 per text frame: [1, 512, n]
 F0 = "/encoder/Reshape_output_0"  # predicted F0 at the same rate: [1, n]
 _SINE = "/decoder/decoder/generator/m_source/l_sin_gen/"
@@ -101,6 +105,86 @@ def float_convolutions(model) -> int:
     return len(replaced)
 
 
+def fused_snakes(model) -> int:
+    """Each instance norm's affine followed by a Snake, y = x + sin(a x)^2 / a on x = g (d / s) + b (d the input less
+    its mean, s its deviation), becomes u = d (a g / s) + a b, y = (u + sin(u)^2) / a: the factors are per channel
+    ([1, C, 1]), so 6 passes over the tensor instead of 8 (5 once folded_scales takes the last into the convolution
+    after it), the same sums up to float rounding. Returns how many."""
+    from onnx import helper
+
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    producer, consumers = _index(graph)
+    replaced: dict[str, list] = {}
+    for sin in graph.node:
+        scale = producer.get(sin.input[0])
+        if sin.op_type != "Sin" or scale is None or scale.op_type != "Mul":
+            continue
+        (alpha,) = [i for i in scale.input if i in inits] or [None]
+        (x,) = [i for i in scale.input if i != alpha]
+        affine = producer.get(x)
+        (square,) = consumers[sin.output[0]]
+        (over_alpha,) = consumers[square.output[0]]
+        (snake,) = consumers[over_alpha.output[0]]
+        (reciprocal,) = [i for i in over_alpha.input if i in inits] or [None]
+        if alpha is None or reciprocal is None or affine is None or affine.op_type != "Add" or snake.op_type != "Add":
+            continue
+        gained = next(producer[i] for i in affine.input if i in producer and producer[i].op_type == "Mul")
+        beta = next(i for i in affine.input if i != gained.output[0])
+        normed = next(producer[i] for i in gained.input if i in producer and producer[i].op_type == "Div")
+        gain = next(i for i in gained.input if i != normed.output[0])
+        centred, deviation = normed.input  # the Div may stay for other norms' affines (the three resblocks share it)
+        name = f"{sin.name}/snake"
+        t = {k: f"{name}/{k}" for k in ("g_s", "factor", "shift", "scaled", "u", "sin", "sq", "v")}
+        replaced[snake.name] = [
+            helper.make_node("Div", [gain, deviation], [t["g_s"]], name=t["g_s"]),
+            helper.make_node("Mul", [alpha, t["g_s"]], [t["factor"]], name=t["factor"]),
+            helper.make_node("Mul", [alpha, beta], [t["shift"]], name=t["shift"]),
+            helper.make_node("Mul", [centred, t["factor"]], [t["scaled"]], name=t["scaled"]),
+            helper.make_node("Add", [t["scaled"], t["shift"]], [t["u"]], name=t["u"]),
+            helper.make_node("Sin", [t["u"]], [t["sin"]], name=t["sin"]),
+            helper.make_node("Mul", [t["sin"], t["sin"]], [t["sq"]], name=t["sq"]),
+            helper.make_node("Add", [t["u"], t["sq"]], [t["v"]], name=t["v"]),
+            helper.make_node("Mul", [t["v"], reciprocal], [snake.output[0]], name=f"{name}/y"),
+        ]
+    nodes = [new for n in graph.node for new in replaced.get(n.name, [n])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    _prune(graph)
+    return len(replaced)
+
+
+def folded_scales(model) -> int:
+    """Each per-channel scale (Mul by a [1, C, 1] constant) read only by a float convolution goes into that
+    convolution's weights (W[:, c] times the scale of channel c): one pass less. Returns how many."""
+    from onnx import numpy_helper
+
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    producer, consumers = _index(graph)
+    rewired = {}
+    for conv in graph.node:
+        unsqueeze = producer.get(conv.input[0])
+        mul = producer.get(unsqueeze.input[0]) if unsqueeze is not None and unsqueeze.op_type == "Unsqueeze" else None
+        if conv.op_type != "Conv" or mul is None or mul.op_type != "Mul" or conv.input[1] not in inits \
+                or len(consumers[mul.output[0]]) != 1 or len(consumers[conv.input[1]]) != 1:
+            continue
+        (scale,) = [i for i in mul.input if i in inits] or [None]
+        grouped = any(a.name == "group" and a.i != 1 for a in conv.attribute)
+        if scale is None or len(inits[scale].dims) != 3 or grouped:
+            continue
+        weight = numpy_helper.to_array(inits[conv.input[1]])
+        factor = numpy_helper.to_array(inits[scale]).reshape(1, -1, 1, 1)
+        if factor.shape[1] != weight.shape[1]:
+            continue
+        inits[conv.input[1]].CopyFrom(numpy_helper.from_array((weight * factor).astype(np.float32), conv.input[1]))
+        rewired[mul.output[0]] = next(i for i in mul.input if i != scale)
+    for node in graph.node:
+        node.input[:] = [rewired.get(i, i) for i in node.input]
+    _prune(graph)
+    return len(rewired)
+
+
 def with_start_phase(model) -> None:
     """Add the PHASE0 input to the sine source's accumulated phase (turns), right after its CumSum."""
     from onnx import TensorProto, helper
@@ -181,21 +265,32 @@ def with_given_norms(model) -> None:
     graph.output.append(helper.make_tensor_value_info(NORMS_OUT, TensorProto.FLOAT, [1, 2 * total, 1]))
 
 
+def vocoder(model, integer: bool = False):
+    """The joined model's vocoder (X, F0, style, PHASE0, NORMS, OWN -> audio, NORMS_OUT), its Snakes fused, its
+    convolutions float unless `integer`."""
+    from onnx.utils import Extractor
+
+    part = Extractor(model).extract_model([X, F0, "style"], ["audio"])
+    with_start_phase(part)
+    fused_snakes(part)
+    if not integer:
+        float_convolutions(part)
+        folded_scales(part)
+    with_given_norms(part)
+    return part
+
+
 def build(model_path: Path, where: Path) -> None:
-    """Write FEATURES (tokens, style, speed -> X, F0), VOCODER (X, F0, style, PHASE0, NORMS, OWN -> audio, NORMS_OUT)
-    and PHASE (F0 -> RAD)
+    """Write FEATURES (tokens, style, speed -> X, F0), VOCODER and VOCODER_INT (vocoder()) and PHASE (F0 -> RAD)
     from the joined model into `where`."""
     import onnx
     from onnx.utils import Extractor
 
     model = onnx.load(str(model_path))
-    features = Extractor(model).extract_model(["tokens", "style", "speed"], [X, F0])
-    phase = Extractor(model).extract_model([F0], [RAD])
-    vocoder = Extractor(model).extract_model([X, F0, "style"], ["audio"])
-    with_start_phase(vocoder)
-    float_convolutions(vocoder)
-    with_given_norms(vocoder)
-    for proto, name in ((features, FEATURES), (vocoder, VOCODER), (phase, PHASE)):
+    parts = {FEATURES: Extractor(model).extract_model(["tokens", "style", "speed"], [X, F0]),
+             PHASE: Extractor(model).extract_model([F0], [RAD]),
+             VOCODER: vocoder(model), VOCODER_INT: vocoder(model, integer=True)}
+    for name, proto in parts.items():
         onnx.checker.check_model(proto)
         tmp = where / f"{name}.part"
         onnx.save(proto, str(tmp))

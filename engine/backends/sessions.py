@@ -127,9 +127,11 @@ def _use_shared_arena(onnxruntime: Any, opts: Any) -> None:
     opts.add_session_config_entry("session.use_env_allocators", "1")
 
 
-def new_session(model: bytes | str, intra_op_threads: int, *, shared_arena: bool = False) -> Any:
+def new_session(model: bytes | str, intra_op_threads: int, *, shared_arena: bool = False,
+                options: tuple[tuple[str, str], ...] = ()) -> Any:
     """An onnxruntime CPU session of `model` (bytes or a path) running `intra_op_threads` threads, sequential;
-    with `shared_arena`, allocating from the process's one arena."""
+    with `shared_arena`, allocating from the process's one arena; `options` are further session config entries
+    (key, value), set last (engine/backends/kokoro_tuning.py)."""
     import onnxruntime
 
     opts = onnxruntime.SessionOptions()
@@ -148,6 +150,8 @@ def new_session(model: bytes | str, intra_op_threads: int, *, shared_arena: bool
     # bot, and a spinning pool takes CPU they need. Kokoro's first chunk with two threads, alternating, on a busy
     # machine here: p50 1436 ms spinning, 1234 ms not (20 rounds each).
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    for key, value in options:
+        opts.add_session_config_entry(key, value)
     session = onnxruntime.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
     give_back()  # the model's parse buffers, freed
     return session
