@@ -19,7 +19,7 @@ from engine.backends import kokoro_voice
 from engine.backends.kokoro_g2p import g2p_key, phonemize
 from engine.backends.kokoro_norms import NormPools
 from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
-from engine.backends.kokoro_shape import Shape
+from engine.backends.kokoro_shape import Shape, ShapeStream
 from engine.backends.kokoro_windows import WINDOW, Stitcher, rendered, windows
 from engine.backends.piper import WARM_UP_TEXT, intra_op_threads
 from engine.backends.runs import clause_runs
@@ -188,7 +188,8 @@ class KokoroModel:
         `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item (kokoro_windows.windows):
         from FIRST frames once the statistics of `key` (voice, language, pitch) are learned, normalized by those
         alone, else from WINDOW frames, normalized by their own (which teach the statistics of `key`).
-        `shape` maps the F0 the vocoder is given and corrects each window (a registered voice, a changed pitch).
+        `shape` maps the F0 the vocoder is given and corrects the stitched audio as it comes (kokoro_shape.ShapeStream:
+        a registered voice, a changed pitch).
         Each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, and is
         stitched to the one before (kokoro_windows.Stitcher). The features are made once, in the first item. Each
         item is (audio, whether it is the run's last)."""
@@ -201,14 +202,15 @@ class KokoroModel:
         spans = windows(n, WINDOW if given is None else FIRST)
         phases = self.start_phases(f0) if len(spans) > 1 else None
         stitcher = Stitcher(n)
+        corrector = ShapeStream(shape, f0) if shape is not None and shape.corrects else None
         for k, (a, b) in enumerate(spans):
             lo, hi = rendered(a, b, n)
             audio, computed = self.vocode(x, f0, row, lo, hi, phases, cancel, given, 0.0)
             if key is not None and given is None:
                 self.norms.learn(key, computed, hi - lo)
-            if shape is not None:
-                audio = shape.correct(audio, f0[0, lo:hi])
             out = stitcher.add(audio, a, b)
+            if corrector is not None:
+                out = corrector.add(out, k == len(spans) - 1)
             if k == 0:
                 out = from_first_sound(out)
             last = k == len(spans) - 1
