@@ -104,6 +104,9 @@ class BackendInfo:
     # follows), and its generator may resume on any thread, so the engine asks the scheduler for a slot before each;
     # False: it yields audio, and a segment runs whole on one thread
     steps: bool = False
+    # audio seconds each unit of a stream arrives in, in order, the last repeating (the pacer holds enough to cover
+    # making the next): Piper's are sentences (about 2 s), Kokoro's its vocoder windows growing
+    units: tuple[float, ...] = (2.0,)
 
 
 class CancelToken:

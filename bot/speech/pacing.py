@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 FRAME_S = 0.02
 LENGTH_MARGIN = 1.25  # the rest of an utterance is assumed this much longer than estimated
-BURST_S = 2.0  # audio comes a sentence at a time: keep this much of it (at the guild's rate) in hand
+BURST_S = 2.0  # an engine that does not say how its audio comes: a sentence at a time, about this long
 MIN_SECONDS_PER_CHAR = 0.02
 MAX_SECONDS_PER_CHAR = 0.3
 LEARN_WEIGHT = 0.05  # weight of the newest utterance in the seconds-per-character average
@@ -39,8 +39,11 @@ class Pacer:
 
     One per bot (SpeechService owns it); speakers ask it when to start and what a wait will be."""
 
-    def __init__(self, seconds_per_char: float = 0.07) -> None:
+    def __init__(self, seconds_per_char: float = 0.07, units: tuple[float, ...] = (BURST_S,)) -> None:
         self.seconds_per_char = seconds_per_char  # at speed 1, learned from every utterance played
+        # audio seconds each unit of a stream brings at once, in order, the last repeating (BackendInfo.units: Piper
+        # a sentence, Kokoro its windows growing)
+        self.units = units
 
     def learn(self, chars: int, speed: float, audio_s: float) -> None:
         """Fold a finished utterance's real length into the estimate."""
@@ -59,19 +62,40 @@ class Pacer:
         """Audio seconds still to be synthesized, with a margin."""
         if p.finished:
             return 0.0
-        return max(self.length(p) * LENGTH_MARGIN - p.produced_s, min(BURST_S, self.length(p)))
+        return max(self.length(p) * LENGTH_MARGIN - p.produced_s, min(self.units[0], self.length(p)))
 
     def buffer_needed(self, p: Progress, rate: float) -> float:
         """Seconds of audio to hold before playing so the rest keeps ahead of the player at `rate`.
 
-        Playing B seconds while the rest R arrives at r: the player never runs dry when B >= R (1/r - 1);
-        one sentence's worth (at r) more covers audio arriving in bursts. inf: synthesize it all first."""
+        The rest R comes in units (self.units, after those already made) at r audio seconds per second: the player
+        never runs dry when, for each unit k, what was in hand B plus the units before it last until it is made:
+        B >= C_k (1/r - 1) + c_k / r (c_k its audio, C_k the audio of the units before it). inf: synthesize it all
+        first."""
         rest = self.rest(p)
         if rest <= 0:
             return 0.0
         if rate <= 0:
             return math.inf
-        return rest * max(0.0, 1.0 / rate - 1.0) + min(rest, BURST_S) / rate
+        need, before = 0.0, 0.0
+        for unit in self._units_after(p.produced_s, rest):
+            need = max(need, before * (1.0 / rate - 1.0) + unit / rate)
+            before += unit
+        return need
+
+    def _units_after(self, made: float, rest: float) -> list[float]:
+        """The audio of each unit still to come: the schedule after `made` seconds, until `rest` is covered."""
+        out, at, k = [], 0.0, 0
+        while rest > 1e-9:
+            unit = self.units[min(k, len(self.units) - 1)]
+            k += 1
+            if at + unit <= made + 1e-9:
+                at += unit
+                continue
+            piece = min(rest, unit - max(0.0, made - at))
+            at += unit
+            out.append(piece)
+            rest -= piece
+        return out
 
     def may_start(self, p: Progress, buffered_s: float, rate: float) -> bool:
         """Whether an utterance with `buffered_s` in hand may start playing at `rate`: all of it made, or enough."""

@@ -56,7 +56,7 @@ class SpeechService:
         self.languages = languages
         self.calls: dict[int, GuildCall] = {}  # made on a guild's first join or say
         self.speakers: dict[int, GuildSpeaker] = {}  # made on a guild's first say
-        self.pacer = Pacer()  # audio length estimates, shared by every guild's speaker
+        self.pacer = Pacer(units=engine.info.units)  # audio length estimates, shared by every guild's speaker
         s = settings.speech  # one sender for every guild's playback
         self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
                                   complexity=s.opus_complexity)

@@ -20,7 +20,7 @@ from engine.backends.kokoro_g2p import g2p_key, phonemize
 from engine.backends.kokoro_norms import NormPools
 from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
 from engine.backends.kokoro_shape import Shape, ShapeStream
-from engine.backends.kokoro_windows import WINDOW, Stitcher, rendered, windows
+from engine.backends.kokoro_windows import HOP, WINDOW, Stitcher, rendered, windows
 from engine.backends.piper import WARM_UP_TEXT, intra_op_threads
 from engine.backends.runs import clause_runs
 from engine.backends.sessions import new_session, run_cancellable
@@ -283,6 +283,7 @@ class KokoroBackend:
             stock=tuple(stock_voice(n) for n in voices if pack_language(n)),
             sentence_chars=SENTENCE_CHARS,
             steps=True,
+            units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6]),
         )
 
     @classmethod

@@ -10,10 +10,13 @@ from bot.speech.pacing import BURST_S, CATCH_UP_FROM_S, CATCH_UP_FULL_S, Pacer, 
 from engine.base import Capacity
 
 
-def simulate(pacer: Pacer, audio_s: float, chars: int, rate: float, sentence_s: float = 2.0) -> tuple[float, int]:
-    """An utterance of `audio_s` arriving a sentence at a time at `rate` audio s per s, played when the pacer
-    allows: (seconds until playback started, 20 ms frames the player found empty afterwards)."""
-    sentences = [min(sentence_s, audio_s - i * sentence_s) for i in range(math.ceil(audio_s / sentence_s))]
+def simulate(pacer: Pacer, audio_s: float, chars: int, rate: float) -> tuple[float, int]:
+    """An utterance of `audio_s` arriving a unit at a time (the pacer's units) at `rate` audio s per s, played when
+    the pacer allows: (seconds until playback started, 20 ms frames the player found empty afterwards)."""
+    sentences, left = [], audio_s
+    while left > 1e-9:
+        sentences.append(min(left, pacer.units[min(len(sentences), len(pacer.units) - 1)]))
+        left -= sentences[-1]
     arrivals, t, made = [], 0.0, 0.0
     for s in sentences:  # a sentence's audio appears at once, when all of it is made
         t += s / rate
@@ -34,10 +37,14 @@ def simulate(pacer: Pacer, audio_s: float, chars: int, rate: float, sentence_s: 
     return start, dry
 
 
-@pytest.mark.parametrize("rate", [0.3, 0.6, 0.9, 1.5, 10.0])
+KOKORO_WINDOWS = (0.8, 1.2, 1.8, 2.7, 4.0)  # what engine/backends/kokoro.py declares (BackendInfo.units)
+
+
+@pytest.mark.parametrize("units", [(BURST_S,), KOKORO_WINDOWS], ids=["sentences", "windows"])
+@pytest.mark.parametrize("rate", [0.3, 0.6, 0.9, 1.1, 1.5, 2.2, 10.0])
 @pytest.mark.parametrize("audio_s", [1.5, 6.0, 20.0])
-def test_playback_that_starts_never_runs_dry(rate, audio_s):
-    pacer = Pacer(seconds_per_char=0.07)
+def test_playback_that_starts_never_runs_dry(rate, audio_s, units):
+    pacer = Pacer(seconds_per_char=0.07, units=units)
     chars = int(audio_s / 0.07)
     start, dry = simulate(pacer, audio_s, chars, rate)
     assert dry == 0, (start, dry)
@@ -49,6 +56,8 @@ def test_a_fast_engine_starts_at_the_first_sentence_and_a_slow_one_waits():
     slow, _ = simulate(pacer, 20.0, int(20 / 0.07), rate=0.5)
     assert fast == pytest.approx(2.0 / 10.0)  # the first sentence
     assert slow > 20.0  # at half real time most of it is made first
+    windows = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
+    assert simulate(windows, 20.0, int(20 / 0.07), rate=2.2)[0] == pytest.approx(0.8 / 2.2)  # the first window
 
 
 def test_length_estimates_are_learned_from_what_was_spoken():
