@@ -491,7 +491,7 @@ def kokoro_windows() -> tuple[float, str]:
             tokens = model.tokens(phonemize(text, "en"))
             pieces = [a for a, _ in model.run(tokens, style, 1.0, None, ("af_heart", "en", 0.0))]
             row = style[len(tokens)].reshape(1, 256)
-            x, f0 = model.features(tokens, row, 1.0, None)
+            x, f0, _ = model.features(tokens, row, 1.0, None)
             whole = to_last_sound(from_first_sound(model.vocode(x, f0, row, 0, x.shape[2], None, None)[0]),
                                   OTHER_PAUSE_S - LEAD_S)
             windowed = np.concatenate(pieces)

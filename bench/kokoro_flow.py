@@ -80,7 +80,7 @@ async def sentence_pause(engine, model) -> tuple[float, str]:
             two = max(silences(mono(await engine.synthesize_all(text, Voice(language=language))), 48_000))
             tokens = model.tokens(phonemize(text, g2p_key(language)))
             row = style[len(tokens)].reshape(1, 256)
-            x, f0 = model.features(tokens, row, 1.0, None)
+            x, f0, _ = model.features(tokens, row, 1.0, None)
             one = max(silences(model.vocode(x, f0, row, 0, x.shape[2], None, None)[0], 24_000))
             ratios.setdefault(language, []).append(two / one)
     worst = max(r for rs in ratios.values() for r in rs)

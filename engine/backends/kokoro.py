@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, StockVoice, Voice
-from engine.backends import kokoro_assets
+from engine.backends import kokoro_assets, kokoro_tuning
 from engine.backends import kokoro_graph as graph
 from engine.backends import kokoro_voice
 from engine.backends.kokoro_g2p import g2p_key, phonemize
@@ -21,7 +21,7 @@ from engine.backends.kokoro_norms import NormPools
 from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
 from engine.backends.kokoro_shape import Shape, ShapeStream
 from engine.backends.kokoro_windows import HOP, WINDOW, Stitcher, rendered, windows
-from engine.backends.piper import WARM_UP_TEXT, intra_op_threads
+from engine.backends.piper import WARM_UP_TEXT
 from engine.backends.runs import clause_runs
 from engine.backends.sessions import new_session, run_cancellable
 from engine.languages import base
@@ -56,7 +56,8 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # from 0.930 to 0.880; here, against the voice's whole runs, 0.964 -> 0.946: the words are kept and the seams join.)
 # Windows also bound the vocoder's memory (the engine after warm-up: 758 MB vocoding 150 characters whole, 557 MB in
 # 4 s windows with the shared arena).
-FIRST = 64  # frames (0.8 s, the leading pause included) of the first window when the statistics are learned
+FIRST = 64  # frames (0.8 s) of the first window when the statistics are learned and other inferences run
+FIRST_ALONE = 40  # ... and when none does (the first word sooner; the next window is made at the whole CPU's speed)
 # Each run starts with ~0.35 s of silence (the model's duration for its leading pad token): it is cut to LEAD_S before
 # the first 10 ms over SOUND_RMS, so the first word is heard that much sooner. Cut from the audio, not from the
 # vocoder's input: vocoding the run without those frames saved 10% of its time but raised PocketSphinx's word errors
@@ -75,6 +76,8 @@ CLAUSE_PAUSE_S = 0.2
 # longer than MAX_TOKENS at its last clause mark (token_runs). The bound is the model's, set by memory: a run's
 # features are made whole (the vocoder's windows do not grow with the run).
 SENTENCE_CHARS = 400
+FRAME_S = HOP / SAMPLE_RATE  # a decoder frame: 12.5 ms
+PAD_MARGIN = 4  # decoder frames vocoded beyond where the leading and trailing pauses are cut (KokoroModel.sounding)
 # What warming up speaks: a long run (the memory arena's size), then sentences unlike it and each other, about 13 s in
 # all, from which the default voice's vocoder statistics are learned (kokoro_norms.py: the variety pooled matters)
 WARM_UP_SENTENCES = (
@@ -109,27 +112,52 @@ def token_runs(tokens: list[int], model: KokoroModel, limit: int = MAX_TOKENS) -
 
 class KokoroModel:
     """The model's sessions (its text-to-features part, its vocoder, the vocoder's phase; engine/backends/
-    kokoro_graph.py), each one shared by every worker (onnxruntime runs a session from several threads at once),
-    its phoneme vocabulary, the voice packs, each read on first use, and the vocoder's statistics learned per voice
-    and language (kokoro_norms.py)."""
+    kokoro_graph.py), each shared by every worker (onnxruntime runs a session from several threads at once), the
+    vocoder the host runs fastest (kokoro_tuning.py), its phoneme vocabulary, the voice packs, each read on first
+    use, and the vocoder's statistics learned per voice, language and pitch (kokoro_norms.py). An inference that
+    starts alone runs on every usable core (the first word soonest); one that starts beside another on the share of
+    them the host's tuning chose (the most audio with all of them busy)."""
 
-    def __init__(self, settings: KokoroSettings, threads: int) -> None:
+    def __init__(self, settings: KokoroSettings, at_once: int = 1) -> None:
+        self.tuning = kokoro_tuning.tuning(settings.assets_dir, at_once)
         self.files = kokoro_assets.graph_paths(settings.assets_dir)
+        self.vocoder = self.tuning.vocoder  # the vocoder file: float or integer convolutions
         self.packs = kokoro_assets.voice_packs(settings.assets_dir)
-        self.threads = threads
+        cores = settings.intra_op_threads or kokoro_tuning.usable_cores()
+        self.threads = (cores, settings.intra_op_threads or self.tuning.threads)  # (alone, beside others)
         self.vocab: dict[str, int] = kokoro_assets.vocabulary()
         self.clauses = frozenset(self.vocab[c] for c in ",.;:!?—…" if c in self.vocab)
         self.spaces = frozenset(self.vocab[c] for c in " " if c in self.vocab)
-        self._sessions: dict[str, object] = {}
+        self._sessions: dict[tuple[str, int], object] = {}
         self._styles: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
+        self._running = 0  # inferences running now
         self.norms = NormPools()
 
-    def session(self, name: str) -> object:
+    def session(self, name: str, threads: int | None = None) -> object:
+        """The session of the part `name` with `threads` intra-op threads (default: the share beside others)."""
+        key = (name, threads or self.threads[1])
         with self._lock:
-            if name not in self._sessions:
-                self._sessions[name] = new_session(str(self.files[name]), self.threads, shared_arena=True)
-            return self._sessions[name]
+            if key not in self._sessions:
+                self._sessions[key] = new_session(str(self.files[name]), key[1], shared_arena=True,
+                                                  options=self.tuning.options)
+            return self._sessions[key]
+
+    def idle(self) -> bool:
+        """Whether no inference runs now."""
+        with self._lock:
+            return self._running == 0
+
+    def _infer(self, name: str, feeds: dict, cancel: CancelToken | None) -> list:
+        """One inference of the part `name`: on every core when none other runs, else on the tuned share."""
+        with self._lock:
+            alone = self._running == 0
+            self._running += 1
+        try:
+            return run_cancellable(self.session(name, self.threads[0] if alone else self.threads[1]), feeds, cancel)
+        finally:
+            with self._lock:
+                self._running -= 1
 
     @property
     def sessions_alive(self) -> int:
@@ -148,16 +176,17 @@ class KokoroModel:
         return [self.vocab[c] for c in phonemes if c in self.vocab]
 
     def features(self, tokens: list[int], style: np.ndarray, speed: float,
-                 cancel: CancelToken | None) -> tuple[np.ndarray, np.ndarray]:
-        """The vocoder's input for one run of at most MAX_TOKENS tokens: decoder features [1, 512, n] and F0 [1, n]."""
+                 cancel: CancelToken | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The vocoder's input for one run of at most MAX_TOKENS tokens: decoder features [1, 512, n], F0 [1, n], and
+        the decoder frames of each token, the pads at each end included [len(tokens) + 2]."""
         feeds = {"tokens": np.array([[0, *tokens, 0]], dtype=np.int64), "style": style,
                  "speed": np.array([speed], dtype=np.float32)}
-        x, f0 = run_cancellable(self.session(graph.FEATURES), feeds, cancel)
-        return x, f0
+        x, f0, durations = self._infer(graph.FEATURES, feeds, cancel)
+        return x, f0, 2 * np.asarray(durations, dtype=np.int64).reshape(-1)
 
     def start_phases(self, f0: np.ndarray) -> np.ndarray:
         """The sine source's phase (turns, [1, n, 9]) accumulated up to each frame, as one whole run has it."""
-        increments = run_cancellable(self.session(graph.PHASE), {graph.F0: f0}, None)[0]
+        increments = run_cancellable(self.session(graph.PHASE, 1), {graph.F0: f0}, None)[0]
         return np.cumsum(increments.astype(np.float64), axis=1) % 1.0
 
     def vocode(self, x: np.ndarray, f0: np.ndarray, style: np.ndarray, lo: int, hi: int, phases: np.ndarray | None,
@@ -166,20 +195,32 @@ class KokoroModel:
         """Audio of frames [lo, hi) (float32 mono, 24 kHz), the sine source starting where a whole run has it, its
         instance norms normalizing by `own` times their statistics over the window plus 1 - `own` times `norms`
         (NormPool.given; by their own alone without); and the statistics they computed (kokoro_graph.NORMS_OUT)."""
-        session = self.session(graph.VOCODER)
         start = phases[:, lo - 1:lo, :].astype(np.float32) if lo > 0 else np.zeros((1, 1, graph.HARMONICS), np.float32)
-        shape = self._norms_shape(session)
+        shape = self._norms_shape()
         feeds = {graph.X: np.ascontiguousarray(x[:, :, lo:hi]), graph.F0: np.ascontiguousarray(f0[:, lo:hi]),
                  "style": style, graph.PHASE0: start,
                  graph.NORMS: np.zeros(shape, np.float32) if norms is None else norms,
                  graph.OWN: np.full(shape, 1.0 if norms is None else own, np.float32)}
-        audio, computed = run_cancellable(session, feeds, cancel)
+        audio, computed = self._infer(self.vocoder, feeds, cancel)
         return np.asarray(audio, dtype=np.float32).reshape(-1), computed
 
+    def sounding(self, tokens: list[int], frames: np.ndarray, n: int, pause_s: float) -> tuple[int, int]:
+        """The frames of a run worth vocoding once its statistics are learned: from LEAD_S before its first token
+        after the leading pad to `pause_s` after its last token that is not a pause (punctuation, a space), with
+        PAD_MARGIN frames to spare each side (the pads' silence is cut from the audio anyway: vocoded normalized by
+        their own statistics they had to be, to keep the words; by learned ones they need not)."""
+        ends = np.cumsum(frames)
+        sounding = [k for k, t in enumerate(tokens) if t not in self.clauses and t not in self.spaces]
+        if not sounding:
+            return 0, n
+        first = max(0, int(ends[0]) - round(LEAD_S / FRAME_S) - PAD_MARGIN)
+        last = int(ends[sounding[-1] + 1]) + round(pause_s / FRAME_S) + PAD_MARGIN
+        return first, min(n, max(last, first + 1))
+
     @functools.cache  # noqa: B019 - one per model, which lives as long as the engine
-    def _norms_shape(self, session) -> tuple[int, ...]:
+    def _norms_shape(self) -> tuple[int, ...]:
         """NORMS's shape [1, S, 1], read from the vocoder session once."""
-        return tuple(next(i.shape for i in session.get_inputs() if i.name == graph.NORMS))
+        return tuple(next(i.shape for i in self.session(self.vocoder).get_inputs() if i.name == graph.NORMS))
 
     def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
             key: Hashable | None = None, shape: Shape | None = None,
@@ -194,17 +235,19 @@ class KokoroModel:
         stitched to the one before (kokoro_windows.Stitcher). The features are made once, in the first item. Each
         item is (audio, whether it is the run's last)."""
         row = style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32)
-        x, f0 = self.features(tokens, row, speed, cancel)
+        x, f0, frames = self.features(tokens, row, speed, cancel)
         if shape is not None:
             f0 = shape.f0(f0)
         n = x.shape[2]
         given = self.norms.given(key) if key is not None else None
-        spans = windows(n, WINDOW if given is None else FIRST)
-        phases = self.start_phases(f0) if len(spans) > 1 else None
-        stitcher = Stitcher(n)
+        start, end = (0, n) if given is None else self.sounding(tokens, frames, n, pause_s)
+        first = WINDOW if given is None else FIRST_ALONE if self.idle() else FIRST
+        spans = [(start + a, start + b) for a, b in windows(end - start, first)]
+        phases = self.start_phases(f0) if len(spans) > 1 or start else None
+        stitcher = Stitcher(end)
         corrector = ShapeStream(shape, f0) if shape is not None and shape.corrects else None
         for k, (a, b) in enumerate(spans):
-            lo, hi = rendered(a, b, n)
+            lo, hi = rendered(a, b, end)
             audio, computed = self.vocode(x, f0, row, lo, hi, phases, cancel, given, 0.0)
             if key is not None and given is None:
                 self.norms.learn(key, computed, hi - lo)
@@ -256,7 +299,7 @@ class KokoroBackend:
             raise BackendUnavailable("onnxruntime is not installed") from exc
         self.settings = settings or KokoroSettings()
         self.workers = max(1, workers)
-        self.model = KokoroModel(self.settings, intra_op_threads(self.settings, 1))
+        self.model = KokoroModel(self.settings, kokoro_tuning.concurrency(piper or EngineSettings()))
         missing = sorted(set(DEFAULT_VOICES.values()) - set(self.model.packs))
         if missing:
             raise BackendUnavailable(f"Kokoro's voice packs {', '.join(missing)} are missing: {kokoro_assets.SETUP_HINT}.")
@@ -271,7 +314,8 @@ class KokoroBackend:
         self.fit_stages = "clear"  # how far a registration's fit goes (kokoro_voice.STAGES; bench/voices.py)
         voices = tuple(self.model.packs)
         # what the packs' voiceprints depend on; the version adds the fit's (a new fit refits stored voices)
-        self.model_stamp = (f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.SOUND_VERSION}; "
+        self.model_stamp = (f"kokoro-82m v1.0 int8 {kokoro_assets.MODEL_SHA256[:16]} {graph.SOUND_VERSION}"
+                            f"{' integer vocoder' if self.model.vocoder == graph.VOCODER_INT else ''}; "
                             f"{kokoro_assets.VOICES_PACKAGE}")
         self.info = BackendInfo(
             name="kokoro",
@@ -401,7 +445,8 @@ class KokoroBackend:
             for _ in self.synthesize(text, Voice()):
                 pass
 
-    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
+    def synthesize(self, text: str, voice: Voice, *,
+                   cancel: CancelToken | None = None) -> Iterator[tuple[np.ndarray, bool]]:
         """Yield float32 mono at 24 kHz, one vocoder window at a time with whether another follows (BackendInfo.steps:
         the engine gives each its own slot): the sentence in runs the model reads whole (one, but for a sentence over MAX_TOKENS phonemes), or
         Piper's audio for an earlier registered voice. A registered voice and a changed pitch are shaped window by
@@ -432,12 +477,14 @@ class KokoroBackend:
                     return
                 yield audio, not (last and r == len(runs) - 1)
 
-    def _piper_speaks(self, text: str, voice: Voice, cancel: CancelToken | None) -> Iterator[np.ndarray]:
+    def _piper_speaks(self, text: str, voice: Voice,
+                      cancel: CancelToken | None) -> Iterator[tuple[np.ndarray, bool]]:
         import soxr
 
         rate = self.piper.info.sample_rate
         for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
-            yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
+            yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32), True
+        yield np.zeros(0, np.float32), False  # (Piper cannot say which of its runs is the last)
 
     def close(self) -> None:
         with self._piper_lock:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-GRAPH_VERSION = "split 3"  # the files below: bump when they change (setup cuts them again)
+GRAPH_VERSION = "split 4"  # the files below: bump when they change (setup cuts them again)
 # what the vocoder sounds like normalizing by its own statistics (the packs' voiceprints and registered voices depend
 # on it: bump when that changes, not when only GRAPH_VERSION does)
 SOUND_VERSION = "split 1"
@@ -21,6 +21,7 @@ VOCODER_INT = "kokoro-vocoder-int8.onnx"  # the vocoder with the model's own int
 FILES = (FEATURES, VOCODER, VOCODER_INT, PHASE)
 X = "/decoder/decoder/decode.3/Div_4_output_0"  # the decoder's features, 2 per text frame: [1, 512, n]
 F0 = "/encoder/Reshape_output_0"  # predicted F0 at the same rate: [1, n]
+DURATIONS = "/encoder/Clip_output_0"  # text frames (2 decoder frames each) of each token, the pads included: [1, t]
 _SINE = "/decoder/decoder/generator/m_source/l_sin_gen/"
 RAD = _SINE + "Transpose_1_output_0"  # per-harmonic phase increments at the F0 rate: [1, n, 9]
 CUMSUM = _SINE + "CumSum_output_0"
@@ -281,13 +282,13 @@ def vocoder(model, integer: bool = False):
 
 
 def build(model_path: Path, where: Path) -> None:
-    """Write FEATURES (tokens, style, speed -> X, F0), VOCODER and VOCODER_INT (vocoder()) and PHASE (F0 -> RAD)
+    """Write FEATURES (tokens, style, speed -> X, F0, DURATIONS), VOCODER and VOCODER_INT (vocoder()) and PHASE (F0 -> RAD)
     from the joined model into `where`."""
     import onnx
     from onnx.utils import Extractor
 
     model = onnx.load(str(model_path))
-    parts = {FEATURES: Extractor(model).extract_model(["tokens", "style", "speed"], [X, F0]),
+    parts = {FEATURES: Extractor(model).extract_model(["tokens", "style", "speed"], [X, F0, DURATIONS]),
              PHASE: Extractor(model).extract_model([F0], [RAD]),
              VOCODER: vocoder(model), VOCODER_INT: vocoder(model, integer=True)}
     for name, proto in parts.items():

@@ -87,7 +87,7 @@ def inputs(files: dict[str, Path], frames: int, vocoder) -> dict[str, np.ndarray
     from engine.backends.sessions import new_session
 
     feeds = text_feeds(TEXT, str(files[graph.FEATURES].parent))
-    x, f0 = new_session(str(files[graph.FEATURES]), usable_cores()).run(None, feeds)
+    x, f0 = new_session(str(files[graph.FEATURES]), usable_cores()).run([graph.X, graph.F0], feeds)
     lo = (x.shape[2] - frames) // 2  # TEXT makes ~530 frames
     norms = next(i.shape for i in vocoder.get_inputs() if i.name == graph.NORMS)
     return {graph.X: np.ascontiguousarray(x[:, :, lo:lo + frames]),

@@ -158,7 +158,7 @@ def test_a_run_starts_just_before_its_first_sound_ends_its_pause_after_its_last_
     model, style = kokoro.model, kokoro.model.style("af_heart")
     tokens = model.tokens(phonemize(text, "en"))
     row = style[len(tokens)].reshape(1, 256)
-    x, f0 = model.features(tokens, row, 1.0, None)
+    x, f0, _ = model.features(tokens, row, 1.0, None)
     untrimmed = model.vocode(x, f0, row, 0, x.shape[2], None, None)[0]
     pause = 0.35
     audio = np.concatenate([a for a, _ in model.run(tokens, style, 1.0, None, pause_s=pause)])  # own statistics
@@ -192,7 +192,7 @@ def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
     model, style = kokoro.model, kokoro.model.style("af_heart")
     tokens = model.tokens(phonemize(text, "en"))
     row = style[len(tokens)].reshape(1, 256)
-    x, f0 = model.features(tokens, row, 1.0, None)
+    x, f0, _ = model.features(tokens, row, 1.0, None)
     whole = to_last_sound(from_first_sound(model.vocode(x, f0, row, 0, x.shape[2], None, None)[0]), 0.3)
     assert abs(len(whole) - len(audio)) <= 1200  # all of it (its first and last sound found within a few 10 ms frames)
     recognizer = Recognizer()

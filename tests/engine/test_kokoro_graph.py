@@ -38,7 +38,7 @@ def joined():
 def features() -> dict[str, np.ndarray]:
     """The vocoder's feeds for a short sentence, its added inputs neutral (the model as it was)."""
     feeds = text_feeds("My brother bought a small red car.")
-    x, f0 = new_session(str(kokoro_assets.graph_paths()[graph.FEATURES]), 2).run(None, feeds)
+    x, f0 = new_session(str(kokoro_assets.graph_paths()[graph.FEATURES]), 2).run([graph.X, graph.F0], feeds)
     return {graph.X: x, graph.F0: f0, "style": feeds["style"]}
 
 
