@@ -121,7 +121,7 @@ class Bench:
         self.engine.trace = self._trace
 
     def _trace(self, event: str, key, index: int) -> None:
-        self.marks[(event, key, index)] = time.monotonic()
+        self.marks.setdefault((event, key, index), time.monotonic())  # the first: a segment's first window
 
     async def room(self, name: str) -> Room:
         room = await new_room(self.sb, name)
@@ -155,6 +155,7 @@ class Bench:
         skip the rest (or let it play) and wait until the utterance is over. Returns (seconds, utterance)."""
         capture = self.sb.capture(room.guild)
         capture.clear()
+        self.marks = {k: v for k, v in self.marks.items() if k[1] != room.guild.id}  # this run's marks only
         mark = self.finished.mark()
         acted = await trigger()
         await capture.wait_for_audio(0.02, timeout=60)

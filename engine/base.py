@@ -66,6 +66,8 @@ class AudioChunk:
     channels: int
     segment: int = 0
     final: bool = False
+    # audio seconds the stream's next unit of work brings, as far as the engine knows (0: unknown, or a new sentence)
+    next_s: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -100,9 +102,9 @@ class BackendInfo:
     # 0: the engine cuts text into short first segments growing (engine.first_segment_chars, Piper); else whole
     # sentences up to this many characters' worth (a model that plans a run's prosody as if the run ended there)
     sentence_chars: int = 0
-    # True: each item `synthesize` yields is one unit of work (Kokoro: a vocoder window) as (audio, whether another
-    # follows), and its generator may resume on any thread, so the engine asks the scheduler for a slot before each;
-    # False: it yields audio, and a segment runs whole on one thread
+    # True: each item `synthesize` yields is one unit of work (Kokoro: a vocoder window) as (audio, the audio seconds
+    # the next one brings, about; 0: none follows), and its generator may resume on any thread, so the engine asks the
+    # scheduler for a slot before each; False: it yields audio, and a segment runs whole on one thread
     steps: bool = False
     # audio seconds each unit of a stream arrives in, in order, the last repeating (the pacer holds enough to cover
     # making the next): Piper's are sentences (about 2 s), Kokoro's its vocoder windows growing

@@ -327,10 +327,11 @@ class StreamingEngine:
                         break
                     if isinstance(item, BaseException):
                         raise item
-                    pcm = conv.feed(item)
+                    audio, next_s = item if isinstance(item, tuple) else (item, 0.0)
+                    pcm = conv.feed(audio)
                     if pcm:
                         clock.add(len(pcm) / bytes_per_s)
-                        yield AudioChunk(pcm, rate, channels, segment=job.index)
+                        yield AudioChunk(pcm, rate, channels, segment=job.index, next_s=next_s)
             tail = conv.flush()
             if conv.samples_out == 0:
                 raise TextRejected("There is nothing to say in that text.")
@@ -394,10 +395,10 @@ class StreamingEngine:
             kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
             items = iter(backend.synthesize(job.text, voice, **kwargs))
             try:
-                more = True
+                more = 1.0
                 while more:
                     audio, more = await self._step(job, items, key, urgent, None if first else due, backend)
-                    job.queue.put_nowait(audio)
+                    job.queue.put_nowait((audio, more))
                     first = False
                 self.counters.segments_done += 1
                 job.queue.put_nowait(_END)
@@ -412,9 +413,9 @@ class StreamingEngine:
         self._load.notify()
 
     async def _step(self, job: _Job, items: Iterator[Any], key: Hashable, urgent: bool,
-                    due: Callable[[], float] | None, backend: Backend) -> tuple[np.ndarray, bool]:
-        """The next item of `items` made on a pool thread in a slot of its own: its audio and whether another follows
-        (none when the generator ended without saying so)."""
+                    due: Callable[[], float] | None, backend: Backend) -> tuple[np.ndarray, float]:
+        """The next item of `items` made on a pool thread in a slot of its own: its audio and the audio seconds the
+        next brings (0: none follows; also when the generator ended without saying so)."""
         loop = asyncio.get_running_loop()
         self._recent_keys[key] = loop.time()
         job.grant = await self.scheduler.acquire(key, urgent=urgent, due=due)
@@ -432,14 +433,14 @@ class StreamingEngine:
         job.inflight = None
         grant, job.grant = job.grant, None
         grant.release()  # free before the next step asks again
-        audio, more = item if item is not None else (np.zeros(0, np.float32), False)
+        audio, more = item if item is not None else (np.zeros(0, np.float32), 0.0)
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if self.trace is not None:
             self.trace("synthesized", key, job.index)
         self.counters.made(took, len(audio) / backend.info.sample_rate, busy)
         self.counters.first_chunk(took)
         self._load.notify()
-        return audio, bool(more)
+        return audio, float(more)
 
     @staticmethod
     def _close_later(job: _Job, items: Iterator[Any]) -> None:

@@ -26,11 +26,12 @@ async def feed(source: StreamingSource, chunks: AsyncIterator[AudioChunk]) -> No
                     source.mark_boundary()
                 segment = chunk.segment
             await _push(source, chunk.pcm)
+            source.next_s = chunk.next_s
             if source.closed:
                 break
     except asyncio.CancelledError:
         source.error = source.error or asyncio.CancelledError()
-    except Exception as exc:  # reported to the speaker, never raised in the player thread
+    except Exception as exc:  # noqa: BLE001 - reported to the speaker, never raised in the player thread
         source.error = exc
     finally:
         closer = getattr(chunks, "aclose", None)

@@ -32,6 +32,7 @@ class Progress:
     produced_s: float = 0.0
     played_s: float = 0.0
     finished: bool = False
+    next_s: float = 0.0  # audio seconds its next unit brings, as the engine says (0: unknown)
 
 
 class Pacer:
@@ -77,13 +78,24 @@ class Pacer:
         if rate <= 0:
             return math.inf
         need, before = 0.0, 0.0
-        for unit in self._units_after(p.produced_s, rest):
+        for unit in self._units_after(p, rest):
             need = max(need, before * (1.0 / rate - 1.0) + unit / rate)
             before += unit
         return need
 
-    def _units_after(self, made: float, rest: float) -> list[float]:
-        """The audio of each unit still to come: the schedule after `made` seconds, until `rest` is covered."""
+    def _units_after(self, p: Progress, rest: float) -> list[float]:
+        """The audio of each unit still to come, until `rest` is covered: the next as the engine says and the schedule
+        on from there, else the schedule after what was made."""
+        if p.next_s > 0:
+            k = next((i for i, u in enumerate(self.units) if u >= p.next_s - 1e-6), len(self.units) - 1)
+            later = [*self.units[k + 1:]] or [self.units[-1]]
+            out = [min(rest, p.next_s)]
+            rest -= out[0]
+            while rest > 1e-9:
+                out.append(min(rest, later[min(len(out) - 1, len(later) - 1)]))
+                rest -= out[-1]
+            return out
+        made = p.produced_s
         out, at, k = [], 0.0, 0
         while rest > 1e-9:
             unit = self.units[min(k, len(self.units) - 1)]

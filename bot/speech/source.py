@@ -27,6 +27,7 @@ class StreamingSource:
         self.max_frames = self._handoff.max_frames
         self.error: BaseException | None = None
         self.underruns = 0  # the reader's: silence frames it read
+        self.next_s = 0.0  # the producer's: audio seconds the engine's next unit brings (0: unknown)
         self.first_frame_ready: asyncio.Event = asyncio.Event()
         self._space: asyncio.Event = asyncio.Event()
         self._space.set()

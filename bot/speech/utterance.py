@@ -96,6 +96,7 @@ class Utterance:
             produced_s=src.frames_written * FRAME_S if src is not None else 0.0,
             played_s=src.frames_read * FRAME_S if src is not None else 0.0,
             finished=src is not None and src.finished,
+            next_s=src.next_s if src is not None else 0.0,
         )
 
     def describe(self, outcome: Outcome) -> str:

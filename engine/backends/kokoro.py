@@ -224,7 +224,7 @@ class KokoroModel:
 
     def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
             key: Hashable | None = None, shape: Shape | None = None,
-            pause_s: float = OTHER_PAUSE_S) -> Iterator[tuple[np.ndarray, bool]]:
+            pause_s: float = OTHER_PAUSE_S) -> Iterator[tuple[np.ndarray, float]]:
         """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from LEAD_S before its first sound to
         `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item (kokoro_windows.windows):
         from FIRST frames once the statistics of `key` (voice, language, pitch) are learned, normalized by those
@@ -233,7 +233,7 @@ class KokoroModel:
         a registered voice, a changed pitch).
         Each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, and is
         stitched to the one before (kokoro_windows.Stitcher). The features are made once, in the first item. Each
-        item is (audio, whether it is the run's last)."""
+        item is (audio, the audio seconds of the run's next window; 0 after its last)."""
         row = style[min(len(tokens), len(style) - 1)].reshape(1, 256).astype(np.float32)
         x, f0, frames = self.features(tokens, row, speed, cancel)
         if shape is not None:
@@ -259,7 +259,7 @@ class KokoroModel:
             last = k == len(spans) - 1
             if last:
                 out = to_last_sound(out, max(0.0, pause_s - LEAD_S))
-            yield _limited(out), last
+            yield _limited(out), 0.0 if last else (spans[k + 1][1] - spans[k + 1][0]) * FRAME_S
 
 
 def from_first_sound(audio: np.ndarray) -> np.ndarray:
@@ -446,9 +446,10 @@ class KokoroBackend:
                 pass
 
     def synthesize(self, text: str, voice: Voice, *,
-                   cancel: CancelToken | None = None) -> Iterator[tuple[np.ndarray, bool]]:
-        """Yield float32 mono at 24 kHz, one vocoder window at a time with whether another follows (BackendInfo.steps:
-        the engine gives each its own slot): the sentence in runs the model reads whole (one, but for a sentence over MAX_TOKENS phonemes), or
+                   cancel: CancelToken | None = None) -> Iterator[tuple[np.ndarray, float]]:
+        """Yield float32 mono at 24 kHz, one vocoder window at a time with the next one's audio seconds
+        (BackendInfo.steps: the engine gives each its own slot): the sentence in runs the model reads whole (one, but
+        for a sentence over MAX_TOKENS phonemes), or
         Piper's audio for an earlier registered voice. A registered voice and a changed pitch are shaped window by
         window (kokoro_shape.Shape); the vocoder's statistics are learned per voice, language and pitch."""
         if not MIN_SPEED <= voice.speed <= 4.0:
@@ -472,19 +473,19 @@ class KokoroBackend:
         runs = list(token_runs(tokens, self.model))
         for r, run in enumerate(runs):
             pause = SENTENCE_PAUSE_S.get(language, OTHER_PAUSE_S) if r == len(runs) - 1 else CLAUSE_PAUSE_S
-            for audio, last in self.model.run(run, rows, speed, cancel, key, shape, pause / speed):
+            for audio, next_s in self.model.run(run, rows, speed, cancel, key, shape, pause / speed):
                 if cancel is not None and cancel.cancelled:
                     return
-                yield audio, not (last and r == len(runs) - 1)
+                yield audio, next_s or (FIRST * FRAME_S if r < len(runs) - 1 else 0.0)
 
     def _piper_speaks(self, text: str, voice: Voice,
-                      cancel: CancelToken | None) -> Iterator[tuple[np.ndarray, bool]]:
+                      cancel: CancelToken | None) -> Iterator[tuple[np.ndarray, float]]:
         import soxr
 
         rate = self.piper.info.sample_rate
         for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
-            yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32), True
-        yield np.zeros(0, np.float32), False  # (Piper cannot say which of its runs is the last)
+            yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32), 2.0  # (a sentence, about)
+        yield np.zeros(0, np.float32), 0.0  # (Piper cannot say which of its runs is the last)
 
     def close(self) -> None:
         with self._piper_lock:

@@ -97,3 +97,12 @@ def test_catch_up_speed_rises_with_the_backlog_within_the_setting():
     assert middle == pytest.approx(1.15)
     assert catch_up_speed(CATCH_UP_FULL_S, 1.3) == pytest.approx(1.3) == catch_up_speed(600.0, 1.3)
     assert catch_up_speed(600.0, 1.0) == 1.0 == catch_up_speed(600.0, 0.5)  # off, and never slower
+
+
+def test_the_next_unit_the_engine_names_is_what_the_hold_covers():
+    pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
+    first = Progress(chars=50, produced_s=0.4, next_s=0.75)  # a first window made, 60 frames next
+    assert pacer.buffer_needed(first, rate=1.9) == pytest.approx(0.75 / 1.9)
+    assert pacer.may_start(first, 0.4, rate=1.9)  # the first window covers making the second: play it now
+    unknown = Progress(chars=50, produced_s=0.4)  # without it, the schedule's second unit (1.2 s) is assumed
+    assert not pacer.may_start(unknown, 0.4, rate=1.9)
