@@ -29,7 +29,6 @@ if sys.path[:1] != [str(ROOT)]:  # first: run as a script, bench/ comes first an
 
 from bot.config import DEFAULT_CONFIG, Settings, load_settings  # noqa: E402
 
-
 ENGINE_TOTALS = "engine-totals.jsonl"  # the bot child's engine totals, a line each second
 
 
@@ -168,9 +167,8 @@ def child_log(data_dir: Path, chars: int = 3000) -> str:
 
 
 async def _child_main() -> int:
-    from sandbox.client import ENV_API, ENV_CA, ENV_GATEWAY, ENV_TOKEN
-
     from demo.sandbox_bot import sandbox_settings, start_bot
+    from sandbox.client import ENV_API, ENV_CA, ENV_GATEWAY, ENV_TOKEN
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     env = os.environ

@@ -25,7 +25,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._harness import (  # noqa: E402
-    ROOT, Finished, Room, bench_settings, bot_subprocess, child_log, join, new_room, p50, pct, rss_mb, wait_until,
+    Finished,
+    Room,
+    bench_settings,
+    bot_subprocess,
+    child_log,
+    join,
+    new_room,
+    p50,
+    pct,
+    rss_mb,
+    wait_until,
 )
 from engine.base import Voice  # noqa: E402
 from engine.bench import Metric  # noqa: E402
@@ -166,7 +176,8 @@ class Bench:
         await asyncio.sleep(0.05)  # the player thread sends its trailing silence
         gid = room.guild.id
         utt.bench = {"heard": capture.first_packet_at, "acted": acted,
-                     "granted": self.marks.get(("granted", gid, 0)), "synthesized": self.marks.get(("synthesized", gid, 0))}
+                     "granted": self.marks.get(("granted", gid, 0)),
+                     "synthesized": self.marks.get(("synthesized", gid, 0))}
         return took, utt
 
     def say(self, room: Room, text: str):
@@ -233,7 +244,7 @@ class Bench:
         e2e, eng, held, handshake = [], [], [], []
         for i in range(runs):
             room = await new_room(self.sb, f"join-{i}")
-            await wait_until(lambda: self.bot.get_guild(room.guild.id) is not None, 30, f"{room.guild.name} cached")
+            await wait_until(lambda g=room.guild.id: self.bot.get_guild(g) is not None, 30, f"{room.guild.name} cached")
             for side in ("engine", "e2e") if i % 2 == 0 else ("e2e", "engine"):
                 if side == "engine":
                     eng.append(await self.engine_first_chunk(text))
@@ -327,17 +338,20 @@ class Bench:
         pace = {}
         for language, texts in PACE_TEXTS.items():
             units = morae if language == "ja" else hanzi
-            heard = [(units(t), speech_seconds(mono(await self.engine.synthesize_all(t, Voice(language=language))), 16_000))
+            heard = [(units(t), speech_seconds(mono(await self.engine.synthesize_all(t, Voice(language=language))),
+                                               16_000))
                      for t in texts]
             pace[language] = sum(u for u, _ in heard) / sum(sec for _, sec in heard)
         breaks, sentences, longest = await kokoro_flow.sentence_breaks(self.engine)
         pause, pauses = await kokoro_flow.sentence_pause(self.engine, self.engine.backend.model)
-        stock, registered = await kokoro_flow.registered_ttfa(self.engine, clip_wav, REGISTER_CLIP_TEXT, KOKORO_TEXTS[1])
+        stock, registered = await kokoro_flow.registered_ttfa(self.engine, clip_wav, REGISTER_CLIP_TEXT,
+                                                              KOKORO_TEXTS[1])
         seam = kokoro_windows()
         ttfa = p50(firsts) * 1000
         return [
             Metric("kokoro_ttfa_engine_p50_ms", ttfa, "<= 250", ttfa <= 250,
-                   f"p95 {pct(firsts, 0.95) * 1000:.0f} ms over {len(firsts)} whole first sentences, half with a comma"),
+                   f"p95 {pct(firsts, 0.95) * 1000:.0f} ms over {len(firsts)} whole first sentences, half with a "
+                   "comma"),
             Metric("kokoro_first_sound_engine_p50_ms", p50(sounds) * 1000, "", True,
                    "the first chunk's time plus the silence before the first sound in the stream: when a listener "
                    "hears the first word"),
@@ -459,7 +473,7 @@ async def cold(trials: int, warm_runs: int) -> list[Metric]:
                 await asyncio.sleep(0.5)  # GUILD_CREATE reaches the bot
                 await join(sb, room)
                 took = []
-                for i in range(1 + warm_runs):
+                for _ in range(1 + warm_runs):
                     took.append(await heard_after_say(sb, room, SHORT_TEXTS[0]))  # one text: same synthesis work
         firsts.append(took[0])
         warms.append(p50(took[1:]))
@@ -480,8 +494,8 @@ def kokoro_windows() -> tuple[float, str]:
 
     from bench.listen import Recognizer, to16k, wer
     from engine.backends.kokoro import LEAD_S, OTHER_PAUSE_S, KokoroBackend, from_first_sound, to_last_sound
-    from engine.backends.kokoro_windows import CROSSFADE
     from engine.backends.kokoro_g2p import phonemize
+    from engine.backends.kokoro_windows import CROSSFADE
 
     backend, recognizer = KokoroBackend(workers=1), Recognizer()
     worst, pairs_windowed, pairs_whole, seams = 0.0, [], [], 0
@@ -550,7 +564,8 @@ async def memory(guilds: int) -> list[Metric]:
                 await asyncio.sleep(3.0)
                 many = rss_mb(child.pid)
             except Exception as exc:
-                raise RuntimeError(f"memory section failed ({exc!r}); bot subprocess log:\n{child_log(Path(tmp))}") from exc
+                log = child_log(Path(tmp))
+                raise RuntimeError(f"memory section failed ({exc!r}); bot subprocess log:\n{log}") from exc
     growth = many - one
     total = growth * 99 / max(1, connected - 1)  # per guild joined, for 100
     note = (f"bot subprocess VmRSS {one:.0f} MiB with 1 guild in voice, {many:.0f} MiB with {connected} "
@@ -562,9 +577,8 @@ async def memory(guilds: int) -> list[Metric]:
 
 
 async def run(only: list[str], runs: int, quick: bool) -> list[Metric]:
-    from sandbox import Sandbox, restore_discord
-
     from demo.sandbox_bot import sandbox_settings, start_bot
+    from sandbox import Sandbox, restore_discord
 
     metrics: list[Metric] = []
     in_process = [s for s in only if s not in ("memory", "cold")]

@@ -165,7 +165,8 @@ def _print(rows: list[Row]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--config", default="config.toml", help="TOML file with [engine.cosyvoice] (default ./config.toml)")
+    parser.add_argument("--config", default="config.toml", help="TOML file with [engine.cosyvoice] (default "
+                                                                "./config.toml)")
     parser.add_argument("--model-dir", default="", help="CosyVoice2-0.5B folder (overrides the config)")
     parser.add_argument("--concurrency", default="1,2,4,8")
     parser.add_argument("--precisions", default="fp32,fp16")
@@ -244,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     _print(rows)
     for precision, s in suggestion.items():
         print(f"{precision}: ~{s['per_stream_gib']} GiB per stream, {s['free_after_load_gib']} GiB free after load "
-              f"-> engine.max_concurrency <= {s['max_concurrency']} by memory (see the throughput column for compute)")  # fmt: skip
+              f"-> engine.max_concurrency <= {s['max_concurrency']} by memory (see the throughput column for "
+              "compute)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": [asdict(r) for r in rows], "suggestion": suggestion}, indent=2))
     return 0

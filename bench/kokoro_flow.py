@@ -16,7 +16,8 @@ BREAK_S = 0.42  # a silence this long inside a sentence is heard as a break (nat
 QUIET_DBFS = -50.0  # a 10 ms frame under this is silence
 # sentences of our own, long, with no comma inside: each must be heard whole
 SENTENCES = {
-    "en": ("Please remind everyone that the meeting on Thursday afternoon has been moved to the larger room downstairs.",
+    "en": ("Please remind everyone that the meeting on Thursday afternoon has been moved to the larger room "
+           "downstairs.",
            "The quick brown fox jumps over the lazy dog near the river bank on a warm summer evening.",
            "My grandmother used to bake fresh bread every Sunday morning before the rest of the family woke up.",
            "The train was delayed by almost an hour because of a broken signal somewhere outside the city.",

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import bisect
 import collections
 import dataclasses
 import json
@@ -58,7 +57,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench._harness import (  # noqa: E402
-    bench_settings, bot_subprocess, cpu_seconds, engine_totals, pct, peak_rss_mb,
+    bench_settings,
+    bot_subprocess,
+    cpu_seconds,
+    engine_totals,
+    pct,
+    peak_rss_mb,
 )
 from sandbox import Sandbox, restore_discord  # noqa: E402
 from sandbox.capture import FRAME_S  # noqa: E402
@@ -127,7 +131,8 @@ def hostile(rng: random.Random, mention_ids: list[int], kind: str | None = None)
         return kind, " ".join(f"<@{u}>" for u in mention_ids[:50]) + " look at this"
     if kind == "markdown":
         return kind, "***__~~||`" * 8 + "deep markdown" + "`||~~__***" * 8
-    return kind, "\u202eevil text\u202c \u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645 \u05e9\u05dc\u05d5\u05dd"
+    return kind, ("\u202eevil text\u202c \u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645 "
+                  "\u05e9\u05dc\u05d5\u05dd")
 
 
 # -- capacity ------------------------------------------------------------------------------------------------
@@ -160,7 +165,8 @@ async def expected_texts() -> dict[tuple[str, str], str | None]:
     out: dict[tuple[str, str], str | None] = {}
     for kind in ("readout", "say"):
         out.update({(kind, p): await spoken(kind, p, names) for p in PHRASES})
-        out.update({(kind, h): await spoken(kind, hostile(random.Random(0), list(names), h)[1], names) for h in HOSTILE})
+        out.update({(kind, h): await spoken(kind, hostile(random.Random(0), list(names), h)[1],
+                                            names) for h in HOSTILE})
     return out
 
 
@@ -371,7 +377,7 @@ async def _track_speed(it, user_id: int, value: float, speed: dict) -> None:
     try:
         await it.wait_text(timeout=60)
         speed[user_id] = value
-    except Exception:
+    except Exception:  # noqa: BLE001 - a /settings reply that never came: the speed stays unconfirmed
         pass
 
 
@@ -826,7 +832,8 @@ def engine_beside(totals: list, t0: float, t1: float, slots: int) -> dict:
     level = slots if slots in measured else min(measured, key=lambda k: abs(k - slots))
     full = measured[level] * min(1.0, level / slots)
     return {"busy": (synth_b - synth_a) / (slots * (tb - ta)), "per_slot_full": full, "level": level,
-            "full_s": per_load.get(slots, [0.0, 0.0])[1], "capacity": slots * full, "made": (audio_b - audio_a) / (tb - ta),
+            "full_s": per_load.get(slots, [0.0, 0.0])[1], "capacity": slots * full,
+            "made": (audio_b - audio_a) / (tb - ta),
             "speeds": {k: round(v, 2) for k, v in sorted(measured.items())}}
 
 
@@ -871,7 +878,8 @@ def report(r: dict) -> int:
               f"time, made {e['made']:.2f} audio s per s; speed per slot by slots busy {e['speeds']}: capacity there "
               f"{e['capacity']:.2f} audio s per s ({e['full_s']:.0f} slot-s at full load), the offered load "
               f"{r['offered'] * (r['calibration'] or {}).get('capacity', r['capacity']) / e['capacity']:.2f}x of it")
-    print(f"CPU while sending (cores of {os.cpu_count()}): bot {r['cores'][0]:.2f}, sandbox and bench {r['cores'][1]:.2f}")
+    print(f"CPU while sending (cores of {os.cpu_count()}): bot {r['cores'][0]:.2f}, sandbox and bench "
+          f"{r['cores'][1]:.2f}")
     print(f"accepted {r['accepted']}: heard {r['heard']}, told {r['told']} (refused or skipped with a message), "
           f"skipped by a user {r['skipped_by_user']}; unanswered /say {r['say_unanswered']}; audio of no item "
           f"{r['unidentified_spurts']} spurts; heard at an unexpected length {r['off_length']}; frames the "
@@ -905,7 +913,8 @@ def report(r: dict) -> int:
     for text, _ in lines:
         print(text)
     met = sum(goals) + (r["commands_unanswered"] == 0)
-    print(f"commands_unanswered: {r['commands_unanswered']} (goal 0) {'OK' if r['commands_unanswered'] == 0 else 'MISSED'}")
+    unanswered = r["commands_unanswered"]
+    print(f"commands_unanswered: {unanswered} (goal 0) {'OK' if unanswered == 0 else 'MISSED'}")
     print(f"load: {met}/{len(goals) + 1} goals met")
     return 0 if met == len(goals) + 1 else 1
 

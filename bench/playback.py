@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 import tempfile
 import time
@@ -130,7 +131,7 @@ async def run(guilds: int, seconds: float) -> list[Metric]:
                 state = connection_state(vc)
                 parts = {
                     "opus_encode_as_before": per_frame_us(
-                        lambda f, e=discord.opus.Encoder(**options): e.encode(f, 960), frames),
+                        functools.partial(discord.opus.Encoder(**options).encode, frame_size=960), frames),
                     "opus_encode_with_complexity": per_frame_us(encode, frames),
                     "dave_encrypt": per_frame_us(state.dave_session.encrypt_opus, opus)
                     if state.dave_session is not None and state.can_encrypt else float("nan"),

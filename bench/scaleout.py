@@ -111,7 +111,8 @@ async def run(seconds: float, clients: int, rounds: int, ttfa_pairs: int) -> lis
         try:
             cores = sorted(os.sched_getaffinity(0))
             pin = len(cores) >= 2  # one core per server, as one GPU each; this process and nginx run anywhere
-            servers = list(await asyncio.gather(*(EngineServer.start(Path(tmp) / f"e{i}", cpus={cores[i]} if pin else None)
+            servers = list(await asyncio.gather(*(EngineServer.start(Path(tmp) / f"e{i}",
+                                                                     cpus={cores[i]} if pin else None)
                                                   for i in range(2))))
             nginx = await Nginx(Path(tmp) / "nginx", servers).start()
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:

@@ -86,7 +86,8 @@ def flat_goals(who: str, start: Sample, warm: Sample, end: Sample, tracebacks: i
     print(f"{who}: start {start.line()}\n{who}: after warm-up {warm.line()}\n{who}: end {end.line()}")
     growth = end.rss_mb - warm.rss_mb
     goals = [
-        Goal(f"{who} RSS growth after warm-up <= {GROWTH_LIMIT_MB:g} MB", growth <= GROWTH_LIMIT_MB, f"{growth:+.0f} MB"),
+        Goal(f"{who} RSS growth after warm-up <= {GROWTH_LIMIT_MB:g} MB", growth <= GROWTH_LIMIT_MB,
+             f"{growth:+.0f} MB"),
         Goal(f"{who} threads flat", end.threads <= warm.threads + 2, f"{warm.threads} -> {end.threads}"),
         Goal(f"{who} open files flat", end.files <= warm.files + 4, f"{warm.files} -> {end.files}"),
         Goal(f"{who} every request answered", not tally.bad and bool(tally.ok),
@@ -234,18 +235,21 @@ async def soak_server(warmup_s: float, run_s: float, clients: int, seed: int, tm
             for action, _ in actions:  # every path once first: models and thread pools load in the warm-up
                 await action(s)
             warm_end = time.monotonic() + warmup_s
-            await asyncio.gather(*(_client(actions, Tally(), warm_end, random.Random(seed + i)) for i in range(clients)))
+            await asyncio.gather(*(_client(actions, Tally(), warm_end,
+                                           random.Random(seed + i)) for i in range(clients)))
             await asyncio.sleep(5)  # stalls and hang-ups of the warm-up settle
             warm = sample(proc.pid, (await traffic.status(s))["sessions"])
             until = time.monotonic() + run_s
             series, *_ = await asyncio.gather(
-                rss_series(proc.pid, until), *(_client(actions, tally, until, random.Random(seed + 100 + i)) for i in range(clients)))
+                rss_series(proc.pid, until), *(_client(actions, tally, until,
+                                                       random.Random(seed + 100 + i)) for i in range(clients)))
             print(f"server: RSS every 10 s after warm-up (MB): {series}")
             await asyncio.sleep(5)
             status = await traffic.status(s)
             end = sample(proc.pid, status["sessions"])
         goals = flat_goals("server", start, warm, end, log.tracebacks(), tally)
-        goals.append(Goal("server streams all ended", status["active_streams"] == 0, f"{status['active_streams']} active"))
+        goals.append(Goal("server streams all ended", status["active_streams"] == 0,
+                          f"{status['active_streams']} active"))
         return goals
     finally:
         if proc.returncode is None:

@@ -1,4 +1,4 @@
-"""The bot half of bench/soak.py: /say, /skip right after the first audio, /stop and deleted messages via the sandbox."""
+"""The bot half of bench/soak.py: /say, /skip right after the first audio, /stop and deleted messages (the sandbox)."""
 
 from __future__ import annotations
 
@@ -104,5 +104,6 @@ async def soak_bot(warmup_s: float, run_s: float, seed: int, tmp: Path, guilds: 
         print(f"bot: RSS every 10 s after warm-up (MB): {series}")
         await asyncio.sleep(5)
         end = sample(child.pid)
-        tracebacks = sum(line.startswith("Traceback") for line in (tmp / "child.log").read_text(errors="replace").splitlines())
+        logged = (tmp / "child.log").read_text(errors="replace").splitlines()
+        tracebacks = sum(line.startswith("Traceback") for line in logged)
         return flat_goals("bot", start, warm, end, tracebacks, tally)

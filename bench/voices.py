@@ -52,16 +52,16 @@ import soxr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.listen import Recognizer, wer  # noqa: E402
-from engine.voices import embedding  # noqa: E402
-from engine.base import Voice  # noqa: E402
-from engine.bench import _stream_times  # noqa: E402
-from engine.voices.matching import MATCHING_MODES, PARTS  # noqa: E402
 from engine.backends.kokoro import KokoroBackend  # noqa: E402
 from engine.backends.kokoro_voice import STAGES, KokoroStyle  # noqa: E402
 from engine.backends.piper import PiperBackend  # noqa: E402
-from engine.voices.registration import Registration, register_clip, synthesize_default  # noqa: E402
+from engine.base import Voice  # noqa: E402
+from engine.bench import _stream_times  # noqa: E402
 from engine.settings import EngineSettings, PiperSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
+from engine.voices import embedding  # noqa: E402
+from engine.voices.matching import MATCHING_MODES, PARTS  # noqa: E402
+from engine.voices.registration import Registration, register_clip, synthesize_default  # noqa: E402
 
 FIT_TEXT = (
     "Hello there, this is a short recording of my own voice for the bot. I am reading a few plain "
@@ -190,7 +190,8 @@ def synthetic_speakers(n: int) -> list[Speaker]:
 
 
 def real_speakers(n: int) -> list[Speaker]:
-    from bench.real_speakers import DEBIAN_PACKAGES, real_speakers as recordings
+    from bench.real_speakers import DEBIAN_PACKAGES
+    from bench.real_speakers import real_speakers as recordings
 
     ensure_packages(DEBIAN_PACKAGES)
     return [Speaker(r.name, wav_bytes(r.fit), r.fit_text, r.eval) for r in recordings(n)]
@@ -327,7 +328,7 @@ def report(label: str, scores: Scores, judged: list[str]) -> bool:
 
 def ablation(judge: Judge, speakers: list[Speaker], full: Scores) -> None:
     names = list(judge.judged)
-    print(f"  ablation (change from the shipped fit: "
+    print("  ablation (change from the shipped fit: "
           + ", ".join(f"{n} {full.top1[n]:.1f} {full.gain[n]:+.3f}" for n in names) + f"; wer {full.wer:.2f})")
     for label, variant in variants(judge.backend):
         regs, took = register(judge.backend, speakers, variant)

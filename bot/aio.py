@@ -13,7 +13,7 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
     task.cancel()
     try:
         await task
-    except (asyncio.CancelledError, Exception):
+    except (asyncio.CancelledError, Exception):  # noqa: BLE001 - awaited only to end it: its outcome was reported where it ran
         pass
 
 

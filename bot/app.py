@@ -12,11 +12,11 @@ from bot.config import Settings
 from bot.dictionary import DictionaryService
 from bot.errors import on_app_command_error, reply
 from bot.languages import LanguageService
-from bot.stock_voices import StockVoices
 from bot.metrics import BotMetrics
 from bot.plugins import PluginManager
 from bot.prefs import PrefsService
 from bot.speech.service import SpeechService
+from bot.stock_voices import StockVoices
 from bot.storage.database import Database
 from bot.voices import VoiceService
 from bot.web import WebServer
@@ -90,8 +90,8 @@ class VoiceBot(commands.AutoShardedBot):
         await self.sync_commands()
 
     async def start_services(self) -> None:
-        """Create the services plugins call (bot.speech, bot.voices, bot.stock, bot.dictionary, bot.languages; bot.prefs is
-        made with the bot) once the engine and database are ready."""
+        """Create the services plugins call (bot.speech, bot.voices, bot.stock, bot.dictionary, bot.languages;
+        bot.prefs is made with the bot) once the engine and database are ready."""
         c = self.config
         self.stock = StockVoices(self.engine)
         self.voices = VoiceService(self.db, self.engine, c.voices, self.prefs, self.stock)

@@ -75,7 +75,7 @@ class CatchUp:
     async def _tell(self, guild_id: int, ep: _Episode) -> None:
         try:
             await self._send(ep.channel_id, notice(ep.count, self._max_delay.get(guild_id, 0.0)))
-        except Exception as exc:  # a missing channel or permission: logged, never raised into the loop
+        except Exception as exc:  # noqa: BLE001 - a missing channel or permission: logged, never raised into the loop
             log.warning("guild %s: could not tell the catch-up of %d messages: %s", guild_id, ep.count, exc)
 
     async def close(self) -> None:

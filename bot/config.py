@@ -58,7 +58,7 @@ class SpeechSettings:
     links: str = "a link"  # "a link" | domain
     opus_bitrate: int = 64  # kbps; speech needs no more
     opus_fec: bool = False  # in-band forward error correction: ~3.5x the encoder's CPU per stream
-    opus_complexity: int = 5  # 0-10: the encoder's effort; 5 is ~0.65x the CPU of 10, nearly the same quality for speech
+    opus_complexity: int = 5  # 0-10: the encoder's effort; 5: ~0.65x the CPU of 10, nearly the same quality for speech
     max_delay_s: int = 300  # the most a guild may set max_delay to (seconds a readout message may wait)
     say_notice_s: float = 5.0  # /say tells the expected wait when it is longer than this
     catch_up_speed: float = 1.3  # the most speech is sped up while a guild's channel is behind (1: never)
@@ -164,7 +164,8 @@ def _validate(settings: Settings, file: str) -> None:
         if value <= 0:
             raise ConfigError(f"{file}: '{section}.{key}': expected a number above 0, got {value!r}")
     if not 16 <= settings.speech.opus_bitrate <= 512:
-        raise ConfigError(f"{file}: 'speech.opus_bitrate': expected 16 to 512 (kbps), got {settings.speech.opus_bitrate}")
+        raise ConfigError(f"{file}: 'speech.opus_bitrate': expected 16 to 512 (kbps), got "
+                          f"{settings.speech.opus_bitrate}")
     if not 0 <= settings.speech.opus_complexity <= 10:
         raise ConfigError(f"{file}: 'speech.opus_complexity': expected 0 to 10, got {settings.speech.opus_complexity}")
     if not 1.0 <= settings.speech.catch_up_speed <= 2.0:

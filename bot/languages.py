@@ -49,7 +49,8 @@ class LanguageService:
             return fallback
         return langid.detect(text, fallback).language
 
-    async def voice_for(self, text: str, voice: Voice, user_id: int, guild_setting: str, guild_voices: str = "") -> Voice:
+    async def voice_for(self, text: str, voice: Voice, user_id: int, guild_setting: str,
+                        guild_voices: str = "") -> Voice:
         """The voice that speaks `text` (the body of a message, without its "NAME said" frame): `voice` when it
         speaks the message's language, else the server's voice for that language (/settings set voice), else the
         engine's (engine.route). A stock voice's language stands for a user and server that set none."""

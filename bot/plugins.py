@@ -75,7 +75,7 @@ class PluginManager:
             self.errors[name] = str(exc)
             log.error("plugin %s: %s", name, exc)
             return False
-        except Exception as exc:  # a broken plugin is skipped, never fatal
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is skipped, never fatal
             self._record_failure(name, "load", exc)
             return False
         self.errors.pop(name, None)
@@ -90,7 +90,7 @@ class PluginManager:
             await self.bot.unload_extension(self._module(name))
         except commands.ExtensionNotLoaded:
             return False
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is recorded, never fatal
             self._record_failure(name, "unload", exc)
             return False
         log.info("plugin %s unloaded", name)
@@ -103,7 +103,7 @@ class PluginManager:
         try:
             importlib.invalidate_caches()
             await self.bot.reload_extension(self._module(name))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is recorded, never fatal
             self._record_failure(name, "reload", exc)
             return False
         self.errors.pop(name, None)

@@ -16,8 +16,8 @@ from bot.config import Settings
 from bot.prefs import PrefsService
 from bot.speech.say import Join, Reason, Refusal, SayOrder, truncate
 from bot.speech.service import SpeechService
-from bot.speech.utterance import Outcome, Utterance
 from bot.speech.text import TextOptions, attachment_kind, attachment_phrase, speakable
+from bot.speech.utterance import Outcome, Utterance
 
 log = logging.getLogger(__name__)
 TOLD_WINDOW_S = 30.0  # a flooding user is told once in this window

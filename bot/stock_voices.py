@@ -68,7 +68,8 @@ class StockVoices:
         lines = []
         for accent, voices in by_accent.items():
             parts = [f"{plural}: " + ", ".join(f"{v.label} (`{v.name}`)" for v in voices if v.gender == gender)
-                     for gender, plural in (("woman", "women"), ("man", "men")) if any(v.gender == gender for v in voices)]
+                     for gender, plural in (("woman", "women"), ("man",
+                                                                 "men")) if any(v.gender == gender for v in voices)]
             lines.append(f"**{accent}** — " + "; ".join(parts))
         return lines
 

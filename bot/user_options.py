@@ -31,7 +31,8 @@ class UserOption:
 
 USER_OPTIONS: tuple[UserOption, ...] = (
     UserOption("active_voice_id", str | None, None, "the registered voice this user speaks in (/voice use)"),
-    UserOption("stock_voice", str | None, None, "the stock voice this user speaks in (/voice use), when no registered one"),
+    UserOption("stock_voice", str | None, None, "the stock voice this user speaks in (/voice use), when no "
+                                                "registered one"),
     UserOption("speed", float, 1.0, "speed", 0.5, 2.0, "{low} (slow) to {high} (fast)"),
     UserOption("pitch", float, 0.0, "pitch", -12, 12, "{low} to {high} semitones"),
     UserOption("opted_out", bool, False, "never read this user's messages (/optout)"),
@@ -41,4 +42,5 @@ USER_OPTIONS: tuple[UserOption, ...] = (
     UserOption("name_say_as", str | None, None, "how your name is said, in every server (/voice name)"),
 )
 BY_FIELD: dict[str, UserOption] = {o.field: o for o in USER_OPTIONS}
-VOICE_DEFAULTS = {f: BY_FIELD[f].default for f in ("active_voice_id", "stock_voice", "speed", "pitch")}  # what /voice reset restores
+VOICE_DEFAULTS = {f: BY_FIELD[f].default for f in ("active_voice_id", "stock_voice", "speed",
+                                                   "pitch")}  # what /voice reset restores

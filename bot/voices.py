@@ -15,11 +15,12 @@ from bot.config import VoiceSettings
 from bot.errors import UserError
 from bot.guild_options import OptionError
 from bot.prefs import PrefsService
+from bot.stock_voices import StockVoices
 from bot.storage import voices_repo as repo
 from bot.storage.database import Database
-from bot.stock_voices import StockVoices
 from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
-from bot.user_options import BY_FIELD as USER_OPTIONS, VOICE_DEFAULTS
+from bot.user_options import BY_FIELD as USER_OPTIONS
+from bot.user_options import VOICE_DEFAULTS
 from engine.base import Engine, EngineError, Progress, Voice, VoiceProfile
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ class VoiceService:
         """The Voice for this user here: the named one (a registered voice they may use, else a stock voice), or
         their active registered voice, else their stock voice, else the default."""
         prefs = await self.prefs.user(user_id)
-        base = self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch) or Voice(speed=prefs.speed, pitch=prefs.pitch)
+        base = (self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch)
+                or Voice(speed=prefs.speed, pitch=prefs.pitch))
         allowed = guild_id is None or (await self.prefs.guild(guild_id)).custom_voices
         if name:
             stock = self.stock.find(name)

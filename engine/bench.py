@@ -9,9 +9,9 @@ import statistics
 import time
 from dataclasses import dataclass, replace
 
+from engine.backends.piper import bundled_model_path
 from engine.base import Engine, Voice
 from engine.factory import build_engine
-from engine.backends.piper import bundled_model_path
 from engine.settings import EngineSettings, PiperSettings
 
 ONE_SENTENCE = "The weather this morning was bright and clear, with a gentle breeze coming in from the west."
@@ -37,7 +37,8 @@ FRENCH_PARAGRAPH = (
 OVERHEAD_TEXTS = (
     ONE_SENTENCE,
     PARAGRAPH,
-    "Please remember to bring your notes to the meeting. We will start at nine, finish by noon, and have lunch together.",
+    "Please remember to bring your notes to the meeting. We will start at nine, finish by noon, and have lunch "
+    "together.",
 )
 
 
@@ -117,14 +118,17 @@ async def bench_latency(model: str, rounds: int) -> list[Metric]:
     finally:
         await engine.close()
     return [
-        Metric("overhead", overhead, "<= 1.10", overhead <= 1.10, f"engine {eng_total:.2f} s vs raw Piper {raw_total:.2f} s"),
+        Metric("overhead", overhead, "<= 1.10", overhead <= 1.10, f"engine {eng_total:.2f} s vs raw Piper "
+                                                                  f"{raw_total:.2f} s"),
         Metric(
             "ttfa_long_vs_short", long_vs_short, "<= 1.2", long_vs_short <= 1.2,
-            f"1500 chars {statistics.median(long_ttfa) * 1000:.0f} ms vs one sentence {statistics.median(short_ttfa) * 1000:.0f} ms",
+            f"1500 chars {statistics.median(long_ttfa) * 1000:.0f} ms vs one sentence "
+            f"{statistics.median(short_ttfa) * 1000:.0f} ms",
         ),
         Metric(
             "ttfa_vs_raw_first_chunk", vs_raw, "<= 0.6", vs_raw <= 0.6,
-            f"engine {statistics.median(eng30) * 1000:.0f} ms vs raw Piper {statistics.median(raw30) * 1000:.0f} ms, 30-word first sentence",
+            f"engine {statistics.median(eng30) * 1000:.0f} ms vs raw Piper {statistics.median(raw30) * 1000:.0f} "
+            "ms, 30-word first sentence",
         ),
     ]
 
@@ -304,7 +308,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="", help="a Piper .onnx voice (default: the bundled one)")
     p.add_argument("--rounds", type=int, default=3, help="repetitions of each latency measurement")
     p.add_argument("--utterances", type=int, default=4, help="concurrent utterances in the scaling runs")
-    p.add_argument("--only", action="append", choices=("latency", "scaling", "fairness", "remote", "languages"), help="run only these")
+    p.add_argument("--only", action="append", choices=("latency", "scaling", "fairness", "remote", "languages"),
+                   help="run only these")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,9 +7,9 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from engine.base import AsyncBackend, Backend, BackendUnavailable, Voice
 from engine.backends.espeak import VOICE_NAME as ESPEAK_VOICE
 from engine.backends.espeak import EspeakBackend
+from engine.base import AsyncBackend, Backend, BackendUnavailable, Voice
 from engine.languages import base
 from engine.settings import EngineSettings
 

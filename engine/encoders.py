@@ -39,7 +39,8 @@ class WavEncoder(PcmEncoder):
         """RIFF/WAVE, PCM s16 mono, both sizes 0xFFFFFFFF: the length is not known while streaming."""
         unknown = 0xFFFFFFFF
         fmt = struct.pack("<HHIIHH", 1, 1, self.rate, self.rate * 2, 2, 16)
-        return b"RIFF" + struct.pack("<I", unknown) + b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", unknown)
+        return (b"RIFF" + struct.pack("<I", unknown) + b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data"
+                + struct.pack("<I", unknown))
 
 
 class _Sink:

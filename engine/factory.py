@@ -11,6 +11,7 @@ from engine.conversion import with_conversion
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
 
+
 def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
     """The backend named by `settings.backend` (engine.backends.BACKENDS); BackendUnavailable says what is missing."""
     name = settings.backend

@@ -12,7 +12,8 @@ _SENTENCE_END = re.compile(r"(?:[.!?…]+[\"'”’)\]]*(?=\s|$)|[。！？]+[�
 # Clause ends: , ; : and dashes need a following space; CJK clause marks do not.
 _CLAUSE_END = re.compile(r"(?:[,;:]+(?=\s)|\s[—–-]+(?=\s)|—|[、，；：])")
 # a period that ends a title, a common abbreviation or a single letter ("Mr.", "etc.", "J.") ends no sentence
-_ABBREVIATION = re.compile(r"(?:^|(?<=[\s(\"']))(?:[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|Sr|Jr|Mt|vs|etc|e\.g|i\.e|No|approx)\.$")
+_ABBREVIATION = re.compile(r"(?:^|(?<=[\s(\"']))"
+                           r"(?:[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|Sr|Jr|Mt|vs|etc|e\.g|i\.e|No|approx)\.$")
 _SPACES = re.compile(r"[^\S\n]+")
 _NEWLINES = re.compile(r"\s*\n\s*")
 

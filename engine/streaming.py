@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.audio import FrameConverter
+from engine.backends.pool import WorkerPool
 from engine.base import (
     DISCORD_CHANNELS,
     DISCORD_RATE,
@@ -35,7 +36,6 @@ from engine.base import (
 from engine.catalog import VoiceCatalog
 from engine.heap import give_back
 from engine.load_changes import LoadChanges
-from engine.backends.pool import WorkerPool
 from engine.scheduler import Grant, Scheduler
 from engine.segment import clean_text, split_segments, split_sentences
 from engine.settings import EngineSettings
@@ -79,7 +79,8 @@ class EngineCounters:
         self.first_chunk_s += SPEED_WEIGHT * (seconds - self.first_chunk_s) if self.first_chunk_s else seconds
 
     def made(self, slot_seconds: float, audio_seconds: float, busy: float) -> None:
-        """A slot held `slot_seconds` made `audio_seconds` while `busy` slots (its own included) were busy on average."""
+        """A slot held `slot_seconds` made `audio_seconds` while `busy` slots (its own included) were busy, on
+        average."""
         self.synthesis_seconds += slot_seconds
         self.audio_seconds += audio_seconds
         if slot_seconds > 0 and audio_seconds > 0:

@@ -1,4 +1,4 @@
-"""Per-guild recorder of the bot's audio as a listening client hears it: Opus frames (decoded on read), drops, SPEAKING."""
+"""Per-guild recorder of the bot's audio as a listening client hears it: Opus frames (decoded on read), drops."""
 from __future__ import annotations
 
 import asyncio
@@ -105,7 +105,7 @@ class Capture:
             dec = decoders.get(p.ssrc) or decoders.setdefault(p.ssrc, Decoder())
             try:
                 pcm = dec.decode(p.opus, fec=False)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a frame the sandbox cannot decode is counted, as a client would drop it
                 self.decode_errors += 1
                 pcm = bytes(FRAME_BYTES)
             yield p, pcm

@@ -13,14 +13,28 @@ import trustme
 from aiohttp import web
 
 from .capture import Capture
+from .dave import DaveGroup
 from .faults import Faults, RouteFault
 from .gateway import GatewayServer, GatewaySession
 from .interactions import CommandNotSynced, Interaction, InteractionStore, Response, command_data, new_token
 from .rest import RestApi, serve_attachment
-from .state import (ADMINISTRATOR, INTENT_DIRECT_MESSAGES, INTENT_GUILD_MESSAGES, INTENT_MESSAGE_CONTENT,
-                    INTENT_VOICE_STATES, SEND_MESSAGES, VIEW_CHANNEL, Attachment, Channel, Guild, Member, Message,
-                    Signal, Snowflakes, User)
-from .dave import DaveGroup
+from .state import (
+    ADMINISTRATOR,
+    INTENT_DIRECT_MESSAGES,
+    INTENT_GUILD_MESSAGES,
+    INTENT_MESSAGE_CONTENT,
+    INTENT_VOICE_STATES,
+    SEND_MESSAGES,
+    VIEW_CHANNEL,
+    Attachment,
+    Channel,
+    Guild,
+    Member,
+    Message,
+    Signal,
+    Snowflakes,
+    User,
+)
 from .voice import VoiceServer
 
 Target = Union[User, Member]
@@ -106,7 +120,7 @@ class Sandbox:
             if vs.ws is not None and not vs.ws.closed:
                 try:
                     await asyncio.wait_for(vs.ws.close(code=1001), 2.0)
-                except Exception:
+                except Exception:  # noqa: BLE001 - closing on the way out
                     pass
         self.voice.close()
         self.voice.dave.close()

@@ -1,4 +1,4 @@
-"""DAVE on the voice server: one MLS group per voice channel, proposals, commits, welcomes and transitions (ops 21-31)."""
+"""DAVE on the voice server: an MLS group per voice channel, proposals, commits, welcomes, transitions (ops 21-31)."""
 from __future__ import annotations
 
 import asyncio
@@ -78,7 +78,8 @@ class Human:
                 self.session.set_external_sender(payload)
                 await self.group.key_package(self.user_id, self.session.get_serialized_key_package())
             elif op == PROPOSALS:
-                kind = davey.ProposalsOperationType.append if payload[0] == APPEND else davey.ProposalsOperationType.revoke
+                kinds = davey.ProposalsOperationType
+                kind = kinds.append if payload[0] == APPEND else kinds.revoke
                 result = self.session.process_proposals(kind, payload[1:])
                 if result is not None:
                     blob = result.commit + (result.welcome or b"")
@@ -90,7 +91,7 @@ class Human:
                 else:
                     self.session.process_welcome(payload[2:])
                 await self.group.transition_ready(self.user_id, tid)
-        except Exception as exc:        # as discord.py does: report op 31 and start over with a new key package
+        except Exception as exc:  # noqa: BLE001 - as discord.py does: report op 31 and start over with a new key package
             log.info("human %s could not process op %s: %s", self.user_id, op, exc)
             if op in (ANNOUNCE_COMMIT, WELCOME):
                 tid = struct.unpack_from(">H", payload, 0)[0]
@@ -267,7 +268,7 @@ class DaveGroup:
         self._reset()
         self.round = None
         self.key_packages.clear()
-        for uid, member in self._ordered(dict(self.members)):
+        for _, member in self._ordered(dict(self.members)):
             await member.dave_json(PREPARE_EPOCH, {"epoch": 1, "protocol_version": DAVE_VERSION})
 
     # ---- commits ------------------------------------------------------------------------------------

@@ -187,7 +187,8 @@ class GatewayServer:
         guilds = [g for g in self.sb.guilds if session.owns(g.id)]
         session.push("READY", {
             "v": 10, "user": self.sb.bot_user.to_json(), "session_id": session.session_id,
-            "resume_gateway_url": self.sb.gateway_url, "guilds": [{"id": str(g.id), "unavailable": True} for g in guilds],
+            "resume_gateway_url": self.sb.gateway_url, "guilds": [{"id": str(g.id),
+                                                                   "unavailable": True} for g in guilds],
             "application": {"id": str(self.sb.application_id), "flags": 0}, "shard": [shard_id, shard_count],
             "private_channels": [], "relationships": [], "presences": [], "guild_join_requests": [],
             "geo_ordered_rtc_regions": [], "user_settings": {}})
@@ -248,5 +249,5 @@ class GatewayServer:
             c.stop()
             try:
                 await asyncio.wait_for(c.ws.close(code=1001, message=b"sandbox closing"), 2.0)
-            except (asyncio.TimeoutError, Exception):
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - closing on the way out
                 pass

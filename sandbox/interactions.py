@@ -189,7 +189,8 @@ def command_data(command: dict, name: str, values: dict, ctx: tuple, focused: Op
     for part in parts[1:]:
         sub = next((o for o in level if o["name"] == part and o["type"] in (1, 2)), None)
         if sub is None:
-            raise CommandNotSynced(f"/{name}: {part!r} is not a synced subcommand of /{' '.join(parts[:1 + len(chain)])}")
+            parent = " ".join(parts[:1 + len(chain)])
+            raise CommandNotSynced(f"/{name}: {part!r} is not a synced subcommand of /{parent}")
         chain.append(sub)
         level = sub.get("options") or []
     if any(o["type"] in (1, 2) for o in level):

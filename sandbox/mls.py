@@ -10,8 +10,14 @@ from rfc9420 import DefaultCryptoProvider
 from rfc9420.codec.tls import read_opaque_varint, write_opaque_varint
 from rfc9420.crypto.ciphersuites import CipherSuiteId
 from rfc9420.messages.data_structures import AddProposal, Commit, ProposalOrRefType, RemoveProposal, SenderType
-from rfc9420.messages.messages import (ContentType, FramedContent, FramedContentAuthData, MLSMessage, WireFormat,
-                                       sign_authenticated_content)
+from rfc9420.messages.messages import (
+    ContentType,
+    FramedContent,
+    FramedContentAuthData,
+    MLSMessage,
+    WireFormat,
+    sign_authenticated_content,
+)
 from rfc9420.messages.refs import make_proposal_ref
 
 _KEY_PACKAGE_WIRE_FORMAT = b"\x00\x01\x00\x05"      # MLSMessage(mls10, mls_key_package) prefix
@@ -54,7 +60,8 @@ class ExternalSender:
 
     def package(self) -> bytes:
         """Op 25 payload: ExternalSender { signature_key<V>; Credential(basic, identity<V>) }."""
-        return write_opaque_varint(self.public) + struct.pack(">H", _BASIC_CREDENTIAL) + write_opaque_varint(self.identity)
+        return write_opaque_varint(self.public) + struct.pack(">H",
+                                                              _BASIC_CREDENTIAL) + write_opaque_varint(self.identity)
 
     def _sign(self, channel_id: int, epoch: int, content: bytes, kind: str, user_id: int) -> Proposal:
         plain = sign_authenticated_content(group_id(channel_id), epoch, 0, b"", ContentType.PROPOSAL, content,

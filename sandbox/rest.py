@@ -62,7 +62,7 @@ class RestApi:
         method = request.method
         try:
             body, files = await self._body(request)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a body the sandbox cannot read is answered as Discord would
             body, files = None, {}
         status, payload, headers = 404, {"code": 0, "message": "404: Not Found"}, dict(JSON)
         fault = self.sb.faults.route_fault(method, path)
@@ -101,7 +101,8 @@ class RestApi:
                 if part.name == "payload_json":
                     body = json.loads(await part.text())
                 else:
-                    files[part.name] = (part.filename, await part.read(), part.headers.get("Content-Type", "application/octet-stream"))
+                    kind = part.headers.get("Content-Type", "application/octet-stream")
+                    files[part.name] = (part.filename, await part.read(), kind)
             return body, files
         raw = await request.read()
         return (json.loads(raw) if raw else None), {}
@@ -211,7 +212,8 @@ class RestApi:
         it._record(Response("callback", ctype, data, time.monotonic(), msg))
         if ctype in (1, 8):
             return 204, None
-        result = {"interaction": {"id": str(it.id), "type": it.type, "response_message_id": str(msg.id) if msg else None,
+        result = {"interaction": {"id": str(it.id), "type": it.type,
+                                  "response_message_id": str(msg.id) if msg else None,
                                   "response_message_loading": ctype == 5,
                                   "response_message_ephemeral": bool(msg and msg.ephemeral)}}
         if msg is not None:

@@ -175,7 +175,8 @@ class Attachment:
     stall_s: float = 0.0                # pause this long after the first half of the body
 
     def to_json(self) -> dict:
-        return {"id": str(self.id), "filename": self.filename, "size": len(self.data) if self.size is None else self.size,
+        return {"id": str(self.id), "filename": self.filename,
+                "size": len(self.data) if self.size is None else self.size,
                 "url": self.url, "proxy_url": self.proxy_url, "content_type": self.content_type}
 
 

@@ -103,7 +103,8 @@ def main() -> int:
         print(f"check_lock: {line}", file=sys.stderr)
     if found:
         return 1
-    print(f"check_lock: requirements.lock agrees with pyproject.toml and the venv ({len(read_lock(ROOT / 'requirements.lock'))} packages)")
+    count = len(read_lock(ROOT / "requirements.lock"))
+    print(f"check_lock: requirements.lock agrees with pyproject.toml and the venv ({count} packages)")
     return 0
 
 

@@ -201,7 +201,8 @@ class Nginx:
             if self.proc is not None and self.proc.returncode is not None:
                 raise RuntimeError(f"nginx exited: {(self.prefix / 'error.log').read_text(errors='replace')[-2000:]}")
             if loop.time() > deadline:
-                raise RuntimeError(f"nginx did not load its config: {(self.prefix / 'error.log').read_text(errors='replace')[-2000:]}")
+                logged = (self.prefix / "error.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"nginx did not load its config: {logged}")
             await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
@@ -218,7 +219,8 @@ class BotProcess:
         self.proc, self.log, self.web_port = proc, log, web_port
 
     @classmethod
-    def spawn(cls, sb, log: Path, *, db_url: str, shard_ids: list[int], shard_count: int, engine_url: str) -> BotProcess:
+    def spawn(cls, sb, log: Path, *, db_url: str, shard_ids: list[int], shard_count: int,
+              engine_url: str) -> BotProcess:
         from sandbox.client import env as sandbox_env
 
         port = free_port()

@@ -18,7 +18,7 @@ def test_the_committed_lock_agrees() -> None:
 def test_a_dependency_missing_from_the_lock_is_reported(tmp_path: Path) -> None:
     lock = tmp_path / "requirements.lock"
     lines = (ROOT / "requirements.lock").read_text().splitlines()
-    lock.write_text("\n".join(l for l in lines if not l.lower().startswith("soxr==")) + "\n")
+    lock.write_text("\n".join(ln for ln in lines if not ln.lower().startswith("soxr==")) + "\n")
     found = check_lock.problems(lock_path=lock)
     assert any(p.startswith("soxr: in pyproject.toml but not in requirements.lock") for p in found), found
 

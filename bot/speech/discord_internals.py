@@ -1,4 +1,4 @@
-"""Every discord.py internal the bot and its benches read, in one place (tests/bot/test_discord_internals.py pins each)."""
+"""Every discord.py internal the bot and its benches read, in one place; tests/bot/test_discord_internals.py pins it."""
 
 from __future__ import annotations
 

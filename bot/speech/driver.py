@@ -157,7 +157,8 @@ class VoiceDriver:
         self.late_ticks = 0  # ticks that started more than a tick late
         self.cpu_s = 0.0  # the thread's CPU time while it had tracks
 
-    def play(self, source: StreamingSource, sink: Sink, *, hold_limit_s: float, stats: PlayStats | None = None) -> Track:
+    def play(self, source: StreamingSource, sink: Sink, *, hold_limit_s: float,
+             stats: PlayStats | None = None) -> Track:
         """Start sending `source` to `sink` at the next tick (from the event loop); `stats` counts when its frames
         were sent (an utterance's across the tracks it plays in, when it gives way)."""
         encode = voice_encoder(self.encoder_options, self.complexity)
@@ -216,7 +217,7 @@ class VoiceDriver:
         for track in list(self._tracks):
             try:
                 end = track.step(at)
-            except Exception as exc:  # an Opus or encryption failure ends this track, never the driver
+            except Exception as exc:  # noqa: BLE001 - an Opus or encryption failure ends this track, never the driver
                 ended.append((track, End.FAILED, exc))
                 continue
             if end is not None:

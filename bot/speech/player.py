@@ -126,7 +126,7 @@ class Player:
             return None
         try:
             track = self.driver.play(src, self.connection.sink, hold_limit_s=self.e2ee_wait_s, stats=utt.stats)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the user is told; the speaker goes on
             src.close()
             log.warning("guild %s: could not start playback: %s", self.guild_id, exc)
             return await self.fail(utt, "I could not play in the voice channel right now. Try again.")

@@ -34,8 +34,8 @@ class SpeechQueue:
               max_delay: float = float("inf")) -> tuple[Utterance, bool]:
         """Queue `request` where it goes, as an utterance told when it should start (expected_wait: pacing's model of
         what plays before it at this guild's `rate`), and whether what plays now gives way to it (at its next
-        sentence). Late if the wait is past `max_delay` with anything queued or playing (later, readout not started by then is
-        stale); QueueFull at the bound (ours, or `limit`).
+        sentence). Late if the wait is past `max_delay` with anything queued or playing (later, readout not started by
+        then is stale); QueueFull at the bound (ours, or `limit`).
 
         Where it goes: asked-for speech (/say, previews) ahead of queued channel readout, behind other asked-for
         speech; a member's /say taking its turn in a long /say first (behind others taking theirs). What gives way:

@@ -14,7 +14,7 @@ from bot.dictionary import apply as apply_dictionary
 from bot.errors import UserError
 from bot.speech.discord_text import ChosenNames, speakable_content
 from bot.speech.text import PAUSES, TextOptions
-from bot.speech.utterance import Notify, Request
+from bot.speech.utterance import Notify
 from bot.storage.settings_repo import GuildPrefs
 from engine.base import Voice
 

@@ -15,7 +15,6 @@ from bot import guild_options
 from bot.config import Settings
 from bot.errors import UserError
 from bot.prefs import PrefsService
-from bot.storage.settings_repo import GuildPrefs
 from bot.speech.audio_file import AudioFiles
 from bot.speech.call import GuildCall
 from bot.speech.connection import VoiceConnection
@@ -23,10 +22,10 @@ from bot.speech.connection_state import ConnectionState
 from bot.speech.driver import VoiceDriver
 from bot.speech.pacing import Pacer
 from bot.speech.presence import Presence
-from bot.speech.say import (Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, late, queued_text,
-                            spoken)
+from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, late, queued_text, spoken
 from bot.speech.speaker import GuildSpeaker, frames_of
 from bot.speech.utterance import Late, Outcome, QueueFull, Request, Utterance
+from bot.storage.settings_repo import GuildPrefs
 from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
@@ -69,7 +68,8 @@ class SpeechService:
         """The guild's call (its connection made, not joined, on first use)."""
         call = self.calls.get(guild_id)
         if call is None:
-            conn = VoiceConnection(self.client, guild_id, on_state=lambda _, now, g=guild_id: self._connection_is(g, now))
+            conn = VoiceConnection(self.client, guild_id,
+                                   on_state=lambda _, now, g=guild_id: self._connection_is(g, now))
             call = self.calls[guild_id] = GuildCall(conn)
         return call
 
@@ -165,7 +165,8 @@ class SpeechService:
         gp = guild_options.effective(await self.prefs.guild(guild_id), self.config)
         words = await self.dictionary.entries(guild_id) if self.dictionary is not None else {}
         text, voice = await spoken(order, self.settings, gp, await self._voice(order), words=words,
-                                   chosen=functools.partial(self.prefs.spoken_names, guild_id), languages=self.languages)
+                                   chosen=functools.partial(self.prefs.spoken_names, guild_id),
+                                   languages=self.languages)
         return gp, text, voice
 
     async def _place(self, order: SayOrder, gp: GuildPrefs) -> None:
@@ -223,7 +224,7 @@ class SpeechService:
         for call in list(self.calls.values()):
             try:
                 await asyncio.wait_for(call.connection.leave(), 5)
-            except Exception:
+            except Exception:  # noqa: BLE001 - leaving on shutdown: nothing left to tell
                 pass
 
     # -- voice state -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def safe_url(url: str) -> str:
     """The URL with any password hidden, for logs and error messages."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - only for the log line
         return "<unparseable database URL>"
 
 

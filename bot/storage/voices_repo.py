@@ -121,7 +121,8 @@ def _visible_filter(user_id: int, guild_id: int | None):
     return or_(VoiceRow.owner_id == user_id, VoiceRow.id.in_(shared))
 
 
-async def list_visible(db: Database, user_id: int, guild_id: int | None, prefix: str = "", limit: int = 25) -> list[VoiceInfo]:
+async def list_visible(db: Database, user_id: int, guild_id: int | None, prefix: str = "",
+                       limit: int = 25) -> list[VoiceInfo]:
     """Voices `user_id` may use here: their own, and those shared with them or with this guild."""
     query = select(*_INFO_COLUMNS).where(_visible_filter(user_id, guild_id))
     if prefix:
@@ -172,7 +173,8 @@ async def earlier_features(db: Database, voice_id: str, backends: tuple[str, ...
 async def load_clip(db: Database, voice_id: str) -> tuple[bytes, str] | None:
     """The reference clip (FLAC) and transcript, to derive features again for a new backend."""
     async with db.sessions() as session:
-        row = (await session.execute(select(VoiceRow.clip_flac, VoiceRow.transcript).where(VoiceRow.id == voice_id))).first()
+        row = (await session.execute(select(VoiceRow.clip_flac,
+                                            VoiceRow.transcript).where(VoiceRow.id == voice_id))).first()
         return (row[0], row[1]) if row else None
 
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, TextRejected, Voice
 from engine.backends import cosyvoice_default
 from engine.backends.cosyvoice_device import bind_thread, check_device, cuda_index, place
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, TextRejected, Voice
 from engine.settings import CosyVoiceSettings
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,8 @@ def check_model_dir(settings: CosyVoiceSettings) -> Path:
         )
     path = Path(settings.model_dir).expanduser()
     if not path.is_dir():
-        raise BackendUnavailable(f"CosyVoice2 model folder {path} does not exist: {DOWNLOAD_HINT.replace('DIR', str(path))}")
+        hint = DOWNLOAD_HINT.replace("DIR", str(path))
+        raise BackendUnavailable(f"CosyVoice2 model folder {path} does not exist: {hint}")
     if (path / "cosyvoice3.yaml").exists() and not (path / "cosyvoice2.yaml").exists():
         raise BackendUnavailable(f"{path} holds a CosyVoice3 model; the cosyvoice2 backend runs CosyVoice2-0.5B.")
     missing = [name for name in REQUIRED_FILES if not (path / name).exists()]
@@ -240,7 +241,8 @@ def check_api(model: Any, version: str | None) -> None:
     if token2wav is not None:
         params = inspect.signature(token2wav).parameters
         if "token_offset" not in params or "stream" not in params:
-            problems.append("token2wav takes no token_offset and stream (its flow-cache form, 2025-01-23 to 2025-05-27)")
+            problems.append("token2wav takes no token_offset and stream (its flow-cache form, 2025-01-23 to "
+                            "2025-05-27)")
         if hasattr(model.model, "trt_context_dict"):
             problems.append("token2wav needs a per-request TensorRT context (2025-04-16 to 2025-05-30)")
     if problems:
@@ -282,7 +284,8 @@ def unpack_features(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]
         meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
     except Exception as exc:  # noqa: BLE001 - any malformed blob is the same error to the user
         raise unreadable from exc
-    if not isinstance(meta, dict) or meta.get("format") != FEATURES_FORMAT or any(k not in arrays for k in FEATURE_KEYS):
+    if not isinstance(meta,
+                      dict) or meta.get("format") != FEATURES_FORMAT or any(k not in arrays for k in FEATURE_KEYS):
         raise unreadable
     for key in ("llm_prompt_speech_token", "flow_prompt_speech_token", "prompt_text"):
         if arrays[key].ndim != 2:
@@ -380,7 +383,8 @@ class CosyVoiceBackend:
         self.sample_rate = int(getattr(model, "sample_rate", SAMPLE_RATE))
         self._lock = threading.Lock()
         self._speakers: OrderedDict[tuple[str, str], str] = OrderedDict()  # (voice_id, blob sha) -> spk id
-        self._builtin = tuple(k for k in getattr(self.frontend, "spk2info", {}) if not str(k).startswith(SPEAKER_PREFIX))
+        self._builtin = tuple(k for k in getattr(self.frontend, "spk2info",
+                                                 {}) if not str(k).startswith(SPEAKER_PREFIX))
         self._cuda = cuda_index(self.settings.device)
         self._default_blob: bytes | None = None  # the Piper-made default voice (cosyvoice_default.py), made once
         self._default_lock = threading.Lock()
@@ -454,7 +458,8 @@ class CosyVoiceBackend:
             clip = soxr.resample(clip, sample_rate, PROMPT_RATE).astype(np.float32)
         seconds = len(clip) / PROMPT_RATE
         if not MIN_CLIP_S <= seconds <= MAX_CLIP_S:
-            raise EngineError(f"The reference clip must be {MIN_CLIP_S:g} to {MAX_CLIP_S:g} s long; it is {seconds:.1f} s.")
+            raise EngineError(f"The reference clip must be {MIN_CLIP_S:g} to {MAX_CLIP_S:g} s long; it is "
+                              f"{seconds:.1f} s.")
         if not np.all(np.isfinite(clip)):
             raise EngineError("The reference clip holds invalid samples.")
         clip = np.clip(clip, -1.0, 1.0)
@@ -517,7 +522,7 @@ class CosyVoiceBackend:
         return spk
 
     def _default_features(self) -> bytes:
-        """The default voice's blob when the model has no built-in speaker (see engine/backends/cosyvoice_default.py)."""
+        """The default voice's blob when the model has no built-in speaker (engine/backends/cosyvoice_default.py)."""
         with self._default_lock:
             if self._default_blob is None:
                 log.info("this CosyVoice2 model has no built-in voice; making the default voice from the Piper prompt")
@@ -542,10 +547,12 @@ class CosyVoiceBackend:
                         f"This voice was registered for the {profile.backend} engine; register it again to use it here."
                     )
                 if profile.backend_version != self.info.version:
-                    log.debug("voice %s has features from %s; using them with %s", profile.voice_id, profile.backend_version, self.info.version)
+                    log.debug("voice %s has features from %s; using them with %s", profile.voice_id,
+                              profile.backend_version, self.info.version)
                 spk = self._register(profile.voice_id, profile.features)
                 return self.frontend.frontend_zero_shot(piece, "", None, self.sample_rate, spk)
-            name = voice.name if voice.name in self._builtin else (self._builtin[0] if self._builtin and voice.name in ("", "default") else None)
+            default = self._builtin[0] if self._builtin and voice.name in ("", "default") else None
+            name = voice.name if voice.name in self._builtin else default
             if name is None:
                 raise EngineError(f"Unknown voice {voice.name!r}; this engine has: {', '.join(self.info.voices)}.")
             entry = self.frontend.spk2info[name]
@@ -624,7 +631,8 @@ class CosyVoiceBackend:
 
         def wav(upto: int | None, offset: int, finalize: bool) -> np.ndarray:
             kwargs: dict[str, Any] = {
-                "token": torch.tensor(list(tokens[:upto]) if upto is not None else list(tokens), dtype=torch.int32).unsqueeze(0),
+                "token": torch.tensor(list(tokens[:upto]) if upto is not None else list(tokens),
+                                      dtype=torch.int32).unsqueeze(0),
                 "prompt_token": prompt_token,
                 "prompt_feat": prompt_feat,
                 "embedding": embedding,

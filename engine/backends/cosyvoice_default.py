@@ -1,4 +1,5 @@
-"""The cosyvoice2 backend's default voice when the model has none: a zero-shot prompt spoken once by the bundled Piper voice.
+"""The cosyvoice2 backend's default voice when the model has none: a zero-shot prompt spoken once by the bundled Piper
+voice.
 
 The stock CosyVoice2-0.5B download has no `spk2info.pt`, so it has no voice to speak in until a user
 registers one. The default is made from a fixed sentence synthesized by Piper's `en_US-joe-medium` (a
@@ -31,8 +32,8 @@ Prompt = tuple[np.ndarray, int, str]  # mono float32 samples, their sample rate,
 
 def piper_prompt() -> Prompt:
     """SENTENCE spoken by the bundled Piper voice."""
-    from engine.base import Voice
     from engine.backends.piper import PiperBackend
+    from engine.base import Voice
 
     piper = PiperBackend()
     samples = np.concatenate([np.asarray(c, dtype=np.float32).reshape(-1) for c in piper.synthesize(SENTENCE, Voice())])

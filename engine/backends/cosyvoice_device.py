@@ -25,7 +25,8 @@ def cuda_index(device: str) -> int | None:
     try:
         return int(index) if index else 0
     except ValueError:
-        raise BackendUnavailable(f"engine.cosyvoice.device {device!r} is not \"cpu\", \"cuda\" or \"cuda:N\".") from None
+        raise BackendUnavailable(f"engine.cosyvoice.device {device!r} is not \"cpu\", \"cuda\" or "
+                                 "\"cuda:N\".") from None
 
 
 def check_device(device: str) -> None:
@@ -49,7 +50,8 @@ def check_device(device: str) -> None:
             "or set engine.cosyvoice.device = \"cpu\" (very slow)."
         )
     if index >= torch.cuda.device_count():
-        raise BackendUnavailable(f"engine.cosyvoice.device is {device}, but torch sees {torch.cuda.device_count()} GPU(s).")
+        raise BackendUnavailable(f"engine.cosyvoice.device is {device}, but torch sees {torch.cuda.device_count()} "
+                                 "GPU(s).")
     torch.cuda.set_device(index)
 
 
@@ -63,7 +65,8 @@ def cuda_session(path: str, index: int) -> Any:
     providers = [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
     session = onnxruntime.InferenceSession(path, sess_options=option, providers=providers)
     if "CUDAExecutionProvider" not in session.get_providers():
-        log.warning("%s runs on the CPU: this onnxruntime has no CUDA provider (install onnxruntime-gpu)", Path(path).name)
+        log.warning("%s runs on the CPU: this onnxruntime has no CUDA provider (install onnxruntime-gpu)",
+                    Path(path).name)
     return session
 
 

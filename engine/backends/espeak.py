@@ -18,7 +18,8 @@ READ_BYTES = 4_410  # 100 ms of its s16 mono: a chunk is passed on as soon as it
 WORDS_PER_MINUTE = 175  # espeak-ng's default rate, Voice.speed 1.0
 _LINE = re.compile(r"^\s*(\d+)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s*(.*)$")
 _ALIAS = re.compile(r"\(([^\s()]+)\s+(\d+)\)")
-NAMES = {"zh": "Chinese (Mandarin)", "cmn": "Chinese (Mandarin)", "yue": "Chinese (Cantonese)"}  # where eSpeak NG's own name says less
+NAMES = {"zh": "Chinese (Mandarin)", "cmn": "Chinese (Mandarin)",
+         "yue": "Chinese (Cantonese)"}  # where eSpeak NG's own name says less
 
 
 def parse_voices(listing: str) -> tuple[dict[str, str], dict[str, str]]:

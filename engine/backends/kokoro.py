@@ -12,18 +12,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, StockVoice, Voice
-from engine.backends import kokoro_assets, kokoro_tuning
+from engine.backends import kokoro_assets, kokoro_tuning, kokoro_voice
 from engine.backends import kokoro_graph as graph
-from engine.backends import kokoro_voice
 from engine.backends.kokoro_g2p import g2p_key, phonemize
 from engine.backends.kokoro_norms import NormPools
-from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
 from engine.backends.kokoro_shape import Shape, ShapeStream
+from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
 from engine.backends.kokoro_windows import HOP, WINDOW, Stitcher, rendered, windows
 from engine.backends.piper import WARM_UP_TEXT
 from engine.backends.runs import clause_runs
 from engine.backends.sessions import new_session, run_cancellable
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, StockVoice, Voice
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
 
@@ -213,7 +212,7 @@ class KokoroModel:
         sounding = [k for k, t in enumerate(tokens) if t not in self.clauses and t not in self.spaces]
         if not sounding:
             return 0, n
-        first = max(0, int(ends[0]) - round(LEAD_S / FRAME_S) - PAD_MARGIN)
+        first = max(0, int(ends[0]) - round(LEAD_S / FRAME_S) - PAD_MARGIN) // 4 * 4  # on the run's 10 ms grid
         last = int(ends[sounding[-1] + 1]) + round(pause_s / FRAME_S) + PAD_MARGIN
         return first, min(n, max(last, first + 1))
 
@@ -226,9 +225,9 @@ class KokoroModel:
             key: Hashable | None = None, shape: Shape | None = None,
             pause_s: float = OTHER_PAUSE_S) -> Iterator[tuple[np.ndarray, float]]:
         """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from LEAD_S before its first sound to
-        `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item (kokoro_windows.windows):
-        from FIRST frames once the statistics of `key` (voice, language, pitch) are learned, normalized by those
-        alone, else from WINDOW frames, normalized by their own (which teach the statistics of `key`).
+        `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item
+        (kokoro_windows.windows): from FIRST frames once the statistics of `key` (voice, language, pitch) are learned,
+        normalized by those alone, else from WINDOW frames, normalized by their own (which teach those of `key`).
         `shape` maps the F0 the vocoder is given and corrects the stitched audio as it comes (kokoro_shape.ShapeStream:
         a registered voice, a changed pitch).
         Each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, and is
@@ -292,7 +291,8 @@ class KokoroBackend:
     kokoro_voice.py) and speaks every language. A voice registered before (Piper's voice-matching profile) is
     still spoken by Piper, loaded on the first such voice, until the bot has fitted it again."""
 
-    def __init__(self, settings: KokoroSettings | None = None, workers: int = 1, piper: EngineSettings | None = None) -> None:
+    def __init__(self, settings: KokoroSettings | None = None, workers: int = 1,
+                 piper: EngineSettings | None = None) -> None:
         try:
             import onnxruntime  # noqa: F401
         except ImportError as exc:  # pragma: no cover - a dependency of the project
@@ -302,7 +302,8 @@ class KokoroBackend:
         self.model = KokoroModel(self.settings, kokoro_tuning.concurrency(piper or EngineSettings()))
         missing = sorted(set(DEFAULT_VOICES.values()) - set(self.model.packs))
         if missing:
-            raise BackendUnavailable(f"Kokoro's voice packs {', '.join(missing)} are missing: {kokoro_assets.SETUP_HINT}.")
+            raise BackendUnavailable(f"Kokoro's voice packs {', '.join(missing)} are missing: "
+                                     f"{kokoro_assets.SETUP_HINT}.")
         self._piper_settings = piper or EngineSettings()
         self._piper: object | None = None
         self._piper_lock = threading.Lock()

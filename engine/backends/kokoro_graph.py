@@ -83,16 +83,19 @@ def float_convolutions(model) -> int:
             step = producer[step.input[0]]
         x = producer[conv.input[0]].input[0]  # what DynamicQuantizeLinear quantized
         w = numpy_helper.to_array(inits[conv.input[1]]).astype(np.float32)
-        w = (w - numpy_helper.to_array(inits[conv.input[3]]).astype(np.float32)) * numpy_helper.to_array(inits[weight_scale])
+        zero = numpy_helper.to_array(inits[conv.input[3]]).astype(np.float32)
+        w = (w - zero) * numpy_helper.to_array(inits[weight_scale])
         attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
         pads, name = attrs.get("pads", [0, 0]), conv.name.removesuffix("/Conv_quant")
         out = scale_mul.output[0]
         added += [numpy_helper.from_array(w[:, :, None, :].astype(np.float32), f"{name}/weight_f"),
-                  numpy_helper.from_array(numpy_helper.to_array(inits[step.input[0]]).astype(np.float32), f"{name}/bias_f"),
+                  numpy_helper.from_array(numpy_helper.to_array(inits[step.input[0]]).astype(np.float32),
+                                          f"{name}/bias_f"),
                   numpy_helper.from_array(np.array([2], dtype=np.int64), f"{name}/axis")]
         replaced[scale_mul.name] = [
             helper.make_node("Unsqueeze", [x, f"{name}/axis"], [f"{name}/x4"], name=f"{name}/x4"),
-            helper.make_node("Conv", [f"{name}/x4", f"{name}/weight_f", f"{name}/bias_f"], [f"{name}/y4"], name=f"{name}/conv2d",
+            helper.make_node("Conv", [f"{name}/x4", f"{name}/weight_f", f"{name}/bias_f"], [f"{name}/y4"],
+                             name=f"{name}/conv2d",
                              kernel_shape=[1, attrs["kernel_shape"][0]], pads=[0, pads[0], 0, pads[1]],
                              strides=[1, attrs.get("strides", [1])[0]], dilations=[1, attrs.get("dilations", [1])[0]],
                              group=attrs.get("group", 1)),
@@ -282,7 +285,8 @@ def vocoder(model, integer: bool = False):
 
 
 def build(model_path: Path, where: Path) -> None:
-    """Write FEATURES (tokens, style, speed -> X, F0, DURATIONS), VOCODER and VOCODER_INT (vocoder()) and PHASE (F0 -> RAD)
+    """Write FEATURES (tokens, style, speed -> X, F0, DURATIONS), VOCODER and VOCODER_INT (vocoder()) and PHASE
+    (F0 -> RAD)
     from the joined model into `where`."""
     import onnx
     from onnx.utils import Extractor

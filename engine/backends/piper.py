@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
-from engine.languages import piper_languages
 from engine.backends.runs import word_runs
 from engine.backends.sessions import SessionPool, new_session, run_cancellable
+from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
+from engine.languages import piper_languages
 from engine.settings import PiperSettings
 
 log = logging.getLogger(__name__)
@@ -106,8 +106,9 @@ class PiperBackend:
     """Piper synthesis. The model is read once per process; each running generator leases its own
     onnxruntime session from a pool of `workers` (engine/backends/sessions.py), with `intra_op_threads(...)`
     threads each, so workers share the cores instead of fighting over them. Sessions belong
-    to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to length_scale = 1/speed. Piper has no pitch
-    control: pitch and voice matching are applied afterwards by engine.voices.matching.apply_voice.
+    to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to
+    length_scale = 1/speed. Piper has no pitch control: pitch and voice matching are applied afterwards by
+    engine.voices.matching.apply_voice.
     """
 
     def __init__(self, settings: PiperSettings | None = None, workers: int = 1) -> None:
@@ -131,7 +132,8 @@ class PiperBackend:
         speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
         self.info = BackendInfo(
             name="piper",
-            version=f"piper-tts {_piper_version()}; {self.model.path.name}; {self.model.sha256[:16]}; {MATCHING_VERSION} {self.settings.matching}",
+            version=f"piper-tts {_piper_version()}; {self.model.path.name}; {self.model.sha256[:16]}; "
+                    f"{MATCHING_VERSION} {self.settings.matching}",
             sample_rate=int(cfg.sample_rate),
             clones=False,
             voices=(self.model.name, *speakers),
@@ -265,9 +267,9 @@ class PiperBackend:
                          reference_embedding: np.ndarray | None = None,
                          progress: Progress | None = None) -> bytes | None:
         """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
+        from engine.voices.envelope import speech_seconds
         from engine.voices.matching import CALIBRATION_TEXT, MATCHING_MODES, calibrate, estimate_profile, speaking_rate
         from engine.voices.registration import synthesize_default
-        from engine.voices.envelope import speech_seconds
 
         with self._calibration_lock:  # the default voice is analysed once per backend
             if self._calibration is None:

@@ -46,8 +46,8 @@ import aiohttp
 import numpy as np
 import soxr
 
-from engine.base import BackendInfo, DISCORD_RATE, EngineError, Progress, SynthesisTimeout, TextRejected, Voice
 from engine.backends.remote_voice import RemoteVoice
+from engine.base import DISCORD_RATE, BackendInfo, EngineError, Progress, SynthesisTimeout, TextRejected, Voice
 from engine.settings import RemoteSettings
 
 log = logging.getLogger(__name__)
@@ -227,7 +227,8 @@ class RemoteBackend:
         except aiohttp.ClientConnectorError as exc:
             raise self._unreachable(exc) from exc
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            raise EngineError(f"The voice server at {self.url} gave no usable health answer ({type(exc).__name__}).") from exc
+            why = type(exc).__name__
+            raise EngineError(f"The voice server at {self.url} gave no usable health answer ({why}).") from exc
 
     async def learn_languages(self) -> None:
         """Declare the languages the server's voices speak (its /v1/status), so text in them is sent to the

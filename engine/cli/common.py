@@ -9,8 +9,8 @@ from pathlib import Path
 
 from engine.backends import DEFAULT_BACKEND, backend_names
 from engine.base import EngineError
-from engine.voices.clip import ClipRejected
 from engine.settings import ConversionSettings, EngineSettings, PiperSettings
+from engine.voices.clip import ClipRejected
 
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,7 +19,8 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="", help="a Piper .onnx voice (implies --backend piper; default: the bundled "
                                                "en_US-joe-medium)")
     p.add_argument("--max-chars", type=int, default=EngineSettings.max_text_chars, help="longest text accepted")
-    p.add_argument("--voices-dir", default="", metavar="DIR", help="a folder of extra Piper voices (.onnx + .onnx.json)")
+    p.add_argument("--voices-dir", default="", metavar="DIR",
+                   help="a folder of extra Piper voices (.onnx + .onnx.json)")
     p.add_argument("--noise-scale", type=float, default=PiperSettings.noise_scale,
                    help="Piper's variation of the voice; 0 with --noise-w 0: the same rendering every time")
     p.add_argument("--noise-w", type=float, default=PiperSettings.noise_w, help="Piper's variation of phoneme lengths")

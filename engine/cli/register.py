@@ -7,9 +7,15 @@ import asyncio
 import sys
 from pathlib import Path
 
-from engine.base import EngineError
 from engine.backends.kokoro_voice import KokoroStyle
-from engine.cli.common import add_engine_arguments, add_reference_arguments, engine_settings, read_clip, write_text_atomic
+from engine.base import EngineError
+from engine.cli.common import (
+    add_engine_arguments,
+    add_reference_arguments,
+    engine_settings,
+    read_clip,
+    write_text_atomic,
+)
 from engine.voices.registration import Registration
 
 

@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the text's language (auto: detected), spoken by a voice that speaks it; says which on stderr")
     add_engine_arguments(p)
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--reference", metavar="CLIP", help="speak in a voice matched to this clip (WAV, FLAC, Ogg, MP3)")
+    group.add_argument("--reference", metavar="CLIP",
+                       help="speak in a voice matched to this clip (WAV, FLAC, Ogg, MP3)")
     group.add_argument("--profile", metavar="FILE", help="speak in a voice registered with `register`")
     add_reference_arguments(p)
 

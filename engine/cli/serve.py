@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=None, help="address to listen on (engine.server.host)")
     p.add_argument("--port", type=int, default=None, help="port; 0 picks one (engine.server.port)")
     p.add_argument("--workers", type=int, default=None, help="inference threads (engine.workers)")
-    p.add_argument("--max-concurrency", type=int, default=None, help="segments synthesizing at once (engine.max_concurrency)")
+    p.add_argument("--max-concurrency", type=int, default=None, help="segments synthesizing at once "
+                                                                     "(engine.max_concurrency)")
     p.add_argument("--per-client", type=int, default=None, help="segments of one client at once (engine.per_key_limit)")
     p.add_argument("--max-streams", type=int, default=None, help="speech responses at once; past it: 429")
     p.add_argument("--max-input-chars", type=int, default=None, help="longest 'input' accepted")

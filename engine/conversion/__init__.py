@@ -17,9 +17,9 @@ def with_conversion(backend: Backend | AsyncBackend, settings: EngineSettings) -
             f"engine.conversion.model converts the voice of a local backend; the {backend.info.name} backend's "
             "voices are its server's. Set it on the engine server instead, or leave it empty."
         )
+    from engine.backends.piper import intra_op_threads
     from engine.conversion.backend import ConvertedBackend
     from engine.conversion.model import Converter
-    from engine.backends.piper import intra_op_threads
 
     threads = intra_op_threads(settings.piper, settings.workers)
     return ConvertedBackend(backend, Converter(settings.conversion.model, threads, settings.workers))

@@ -9,8 +9,8 @@ import numpy as np
 
 from engine.base import Backend, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.conversion.model import Converter
-from engine.voices.registration import synthesize_default
 from engine.streaming import _takes_cancel
+from engine.voices.registration import synthesize_default
 
 # Rendered by the backend's own voice once at load: its speaker embedding is the source of every conversion.
 SOURCE_TEXT = (

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.audio import resample
-from engine.base import BackendUnavailable, CancelToken, EngineError
 from engine.backends.sessions import SessionPool, new_session, run_cancellable
+from engine.base import BackendUnavailable, CancelToken, EngineError
 
 # The ONNX boundary (docs/conversion.md): names of each graph's inputs and outputs.
 ENCODER_INPUTS = ("spec",)  # float32 [1, filter_length // 2 + 1, frames] -> "se" [1, gin_channels, 1]

@@ -64,11 +64,27 @@ from engine.server.auth import Tenants, parse_keys
 from engine.server.errors import ApiError, too_large
 from engine.server.metrics import ServerMetrics
 from engine.server.middleware import TENANT, client_key
-from engine.server.requests import (JSON_OVERHEAD, MODELS, MULTIPART_OVERHEAD, OPENAI_RATE, SpeechRequest,
-                                    body_deadline, parse_json, parse_speech, read_bounded, read_multipart)
+from engine.server.requests import (
+    JSON_OVERHEAD,
+    MODELS,
+    MULTIPART_OVERHEAD,
+    OPENAI_RATE,
+    SpeechRequest,
+    body_deadline,
+    parse_json,
+    parse_speech,
+    read_bounded,
+    read_multipart,
+)
+from engine.server.voice_store import (
+    VoiceBackendMismatch,
+    VoiceNotFound,
+    VoiceStore,
+    VoiceStoreFull,
+    clean_name,
+    upload_id,
+)
 from engine.settings import EngineSettings, ServerSettings
-from engine.server.voice_store import (VoiceBackendMismatch, VoiceNotFound, VoiceStore, VoiceStoreFull, clean_name,
-                                       upload_id)
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +138,8 @@ class SpeechServer:
         req = parse_speech(parse_json(raw), self.info.name, max_chars)
         voice = self._voice(req, request[TENANT])
         if self.active >= self.max_streams:
-            raise ApiError(429, "The voice server is busy; try again shortly.", type="rate_limit_error", code="server_busy")
+            raise ApiError(429, "The voice server is busy; try again shortly.", type="rate_limit_error",
+                           code="server_busy")
         self.active += 1
         self.metrics.active.inc()
         encoder = encoder_for(req.fmt, req.rate)
@@ -171,7 +188,7 @@ class SpeechServer:
                 sent += chunk.duration
             await send(await encoder.finish())
             await resp.write_eof()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a client gone mid-stream: logged, its slot freed
             self._broken_stream(request, exc)
         finally:
             self.metrics.audio.inc(sent)
@@ -203,7 +220,8 @@ class SpeechServer:
         fields = await self._upload(request)
         data = fields.get("file")
         if not data:
-            raise ApiError(400, "The upload has no 'file' field (the reference clip).", code="invalid_upload", param="file")
+            raise ApiError(400, "The upload has no 'file' field (the reference clip).", code="invalid_upload",
+                           param="file")
         name = clean_name(fields.get("name", b"").decode("utf-8", "replace"))
         transcript = fields.get("transcript", b"").decode("utf-8", "replace")
         tenant = request[TENANT]
@@ -259,7 +277,8 @@ class SpeechServer:
         return resp
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "voicebot"} for m in MODELS]})
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model",
+                                                              "owned_by": "voicebot"} for m in MODELS]})
 
 
 async def _first_chunk(chunks: AsyncIterator[Any]) -> Any:
@@ -335,7 +354,8 @@ def tls_context(settings: ServerSettings) -> ssl.SSLContext | None:
     try:
         ctx.load_cert_chain(settings.tls_cert, settings.tls_key)
     except (OSError, ssl.SSLError) as exc:
-        raise EngineError(f"cannot load the TLS certificate {settings.tls_cert} and key {settings.tls_key}: {exc}") from exc
+        raise EngineError(f"cannot load the TLS certificate {settings.tls_cert} and key {settings.tls_key}: "
+                          f"{exc}") from exc
     return ctx
 
 
@@ -390,7 +410,8 @@ async def run_server(
         try:
             async with serve_in_background(engine, settings, api_key=api_key, voice_store=store,
                                            max_streams=max_streams) as url:
-                (ready or (lambda u: print(f"engine server on {u} ({engine.info.name})", file=sys.stderr, flush=True)))(url)
+                (ready or (lambda u: print(f"engine server on {u} ({engine.info.name})", file=sys.stderr,
+                                           flush=True)))(url)
                 await stop.wait()
         except OSError as exc:
             raise EngineError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from exc

@@ -16,7 +16,8 @@ class ServerMetrics:
         self.registry = CollectorRegistry()
         self.requests = Counter("engine_server_requests", "HTTP requests by route and status",
                                 ("route", "status"), registry=self.registry)
-        self.errors = Counter("engine_server_errors", "Failed requests by error code", ("code",), registry=self.registry)
+        self.errors = Counter("engine_server_errors", "Failed requests by error code", ("code",),
+                              registry=self.registry)
         self.ttfa = Histogram("engine_server_ttfa_seconds", "Request start to first audio byte written",
                               buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0),
                               registry=self.registry)
@@ -39,7 +40,8 @@ class EngineCollector:
         for name, value in totals.items():
             yield GaugeMetricFamily(f"engine_{name}", f"Engine counter {name}", value=float(value))
         for i, name in enumerate(("audio_seconds", "synthesis_seconds")):
-            family = GaugeMetricFamily(f"engine_{name}_by_load", f"Engine counter {name} by slots busy", labels=["busy"])
+            family = GaugeMetricFamily(f"engine_{name}_by_load", f"Engine counter {name} by slots busy",
+                                       labels=["busy"])
             for busy, totals_there in sorted(by_load.items()):
                 family.add_metric([str(busy)], float(totals_there[i]))
             yield family

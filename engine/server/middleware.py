@@ -58,7 +58,8 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         resp = web.Response(status=499)  # nginx's "client closed request"; nobody reads it
     except Exception:  # a bug before any byte was sent: still an OpenAI-shaped 500
         log.exception("request %s %s failed", request.method, request.path)
-        resp = ApiError(500, "The voice server failed; see its log.", type="server_error", code="internal_error").response()
+        resp = ApiError(500, "The voice server failed; see its log.", type="server_error",
+                        code="internal_error").response()
         metrics.errors.labels("internal_error").inc()
     metrics.requests.labels(route, str(resp.status)).inc()
     return resp

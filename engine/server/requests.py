@@ -73,7 +73,8 @@ def parse_speech(body: Any, engine_name: str, max_chars: int) -> SpeechRequest:
         raise ApiError(400, "'voice' must be a voice name or id.", code="invalid_value", param="voice")
     fmt = body.get("response_format") or "wav"
     if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise ApiError(400, f"response_format {fmt!r} is not supported by this server; use one of: {', '.join(FORMATS)}.",
+        raise ApiError(400,
+                       f"response_format {fmt!r} is not supported by this server; use one of: {', '.join(FORMATS)}.",
                        code="unsupported_response_format", param="response_format")
     if body.get("stream_format") not in (None, "audio"):
         raise ApiError(400, "Only stream_format 'audio' is supported.", code="invalid_value", param="stream_format")
@@ -108,7 +109,8 @@ async def body_deadline(timeout_s: float) -> AsyncIterator[None]:
         async with asyncio.timeout(timeout_s):
             yield
     except TimeoutError:
-        raise ApiError(408, f"The request body did not arrive within {timeout_s:g} s.", code="request_timeout") from None
+        raise ApiError(408, f"The request body did not arrive within {timeout_s:g} s.",
+                       code="request_timeout") from None
 
 
 async def read_multipart(request: web.Request, max_file: int, max_total: int, max_parts: int) -> dict[str, bytes]:
@@ -133,7 +135,8 @@ async def read_multipart(request: web.Request, max_file: int, max_total: int, ma
                 if keep:
                     buf += chunk
                     if len(buf) > limit:
-                        raise ApiError(413, f"The '{name}' field is larger than {limit} bytes.", code="request_too_large", param=name)
+                        raise ApiError(413, f"The '{name}' field is larger than {limit} bytes.",
+                                       code="request_too_large", param=name)
             if keep:
                 fields[str(name)] = bytes(buf)
     except (ValueError, AssertionError) as exc:

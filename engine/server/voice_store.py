@@ -239,7 +239,8 @@ class VoiceStore:
                 while len(self._voices) >= self.max_voices:
                     self._evict_one()
             profile = VoiceProfile(vid, backend, backend_version, features, transcript)
-            voice = StoredVoice(vid, name, profile, int(time.time()), owner=owner, is_public=old is not None and old.is_public)
+            voice = StoredVoice(vid, name, profile, int(time.time()), owner=owner,
+                                is_public=old is not None and old.is_public)
             if self.folder is not None:
                 self._write(voice, clip_flac)
             self._voices[vid] = voice

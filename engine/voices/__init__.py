@@ -1,1 +1,1 @@
-"""Registered voices on a single-speaker backend: reference clips, embeddings, and voice matching fitted from the clip (envelope, PSOLA, STFT filter)."""
+"""Registered voices on a single-speaker backend: reference clips, embeddings, voice matching fitted from the clip."""

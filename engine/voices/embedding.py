@@ -43,7 +43,7 @@ def embed(samples16k: np.ndarray) -> np.ndarray:
     wav = normalize_volume(wav, audio_norm_target_dBFS, increase_only=True)
     try:
         trimmed = trim_long_silences(wav)
-    except Exception:  # webrtcvad rejects odd lengths of very short input
+    except Exception:  # noqa: BLE001 - webrtcvad rejects odd lengths of very short input
         trimmed = wav
     if len(trimmed) >= EMBEDDING_RATE // 2:
         wav = trimmed

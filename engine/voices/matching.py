@@ -15,10 +15,10 @@ import numpy as np
 import soxr
 
 from engine.base import EngineError, Voice
-from engine.voices.clip import ClipRejected
-from engine.voices.pitch import track_f0
 from engine.voices import envelope, psola, spectral
+from engine.voices.clip import ClipRejected
 from engine.voices.envelope import EnvelopeStats
+from engine.voices.pitch import track_f0
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
     warnings.simplefilter("ignore")

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.voices import embedding
 from engine.base import Backend, BackendInfo, Progress, TextRejected, Voice, VoiceProfile
+from engine.settings import EngineSettings
+from engine.voices import embedding
 from engine.voices.clip import load_clip, to_flac
 from engine.voices.matching import MatchProfile
-from engine.settings import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,8 @@ def register_clip(
         if key in features:
             continue
         t = time.perf_counter()
-        blob = backend.extract_features(clip.samples, clip.sample_rate, text, reference_embedding=ref, progress=progress)
+        blob = backend.extract_features(clip.samples, clip.sample_rate, text, reference_embedding=ref,
+                                        progress=progress)
         if blob is not None:
             features[key] = bytes(blob)
         timings[backend.info.name] = time.perf_counter() - t

@@ -50,7 +50,8 @@ class PluginsCog(commands.Cog):
             return
         if sync:
             await self.bot.sync_commands()
-        await interaction.followup.send(f"`{name}` reloaded" + (" and commands synced." if sync else "."), ephemeral=True)
+        await interaction.followup.send(f"`{name}` reloaded" + (" and commands synced." if sync else "."),
+                                        ephemeral=True)
 
     @group.command(name="unload", description="Unload a plugin")
     @app_commands.check(_owner_only)
@@ -65,4 +66,5 @@ class PluginsCog(commands.Cog):
     @reload.autocomplete("name")
     @unload.autocomplete("name")
     async def _names(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
-        return [app_commands.Choice(name=n, value=n) for n in self.bot.plugins.available() if n.startswith(current)][:25]
+        return [app_commands.Choice(name=n,
+                                    value=n) for n in self.bot.plugins.available() if n.startswith(current)][:25]

@@ -10,9 +10,9 @@ from discord.ext import commands
 
 from bot.dictionary import MAX_NAME_CHARS, check_spoken_name
 from bot.errors import UserError, reply
-from bot.user_options import BY_FIELD as USER_OPTIONS
 from bot.speech.audio_file import attachment
 from bot.speech.say import Join, SayOrder
+from bot.user_options import BY_FIELD as USER_OPTIONS
 from plugins.voices.confirm import ask
 from plugins.voices.progress import ProgressMessage
 
@@ -110,7 +110,8 @@ class VoicesCog(commands.Cog):
         s, p = await self.voices.set_speed_pitch(interaction.user.id, speed, pitch)
         await reply(interaction, f"Speed {s:g}, pitch {p:+g} semitones.")
 
-    @group.command(name="lend", description="Let others have your messages spoken in your voice (\"Speak in their voice\")")
+    @group.command(name="lend", description="Let others have your messages spoken in your voice (\"Speak in their "
+                                            "voice\")")
     @app_commands.describe(state=USER_OPTIONS["lend_voice"].help)
     async def lend(self, interaction: discord.Interaction, state: Literal["on", "off"]) -> None:
         await self.bot.prefs.update_user(interaction.user.id, lend_voice=state == "on")

@@ -34,7 +34,8 @@ def _keys(cls, prefix=""):
     for f in dataclasses.fields(cls):
         if f.name in ("base_dir", "token"):
             continue
-        if dataclasses.is_dataclass(f.type) or (isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)):
+        if dataclasses.is_dataclass(f.type) or (isinstance(f.default_factory,
+                                                           type) and dataclasses.is_dataclass(f.default_factory)):
             yield from _keys(f.default_factory, f"{prefix}{f.name}.")
         else:
             yield f"{prefix}{f.name}"
@@ -128,7 +129,7 @@ def test_run_bot_config_error_is_one_line_exit_2(tmp_path):
     p = write(tmp_path, "[engine]\nworkers = \"two\"\n")
     r = _run_bot("--config", str(p), env={"DISCORD_TOKEN": "tok-SECRET-999"})
     assert r.returncode == 2
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r.stderr
     assert str(p) in lines[0] and "engine.workers" in lines[0]
     assert "tok-SECRET-999" not in r.stderr + r.stdout

@@ -9,7 +9,9 @@ import math
 import tomllib
 import typing
 
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from bot.config import ConfigError, Settings, load_settings
 

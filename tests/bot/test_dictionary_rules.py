@@ -7,8 +7,16 @@ import json
 
 import pytest
 
-from bot.dictionary import (MAX_ENTRIES, MAX_IMPORT_BYTES, MAX_NAME_CHARS, apply, check_entry, check_spoken_name,
-                            export, parse_import)
+from bot.dictionary import (
+    MAX_ENTRIES,
+    MAX_IMPORT_BYTES,
+    MAX_NAME_CHARS,
+    apply,
+    check_entry,
+    check_spoken_name,
+    export,
+    parse_import,
+)
 from bot.errors import UserError
 
 
@@ -39,7 +47,8 @@ def test_export_then_import_round_trips_and_bad_import_changes_nothing() -> None
     assert parse_import(export(entries)) == entries
     with pytest.raises(UserError, match="Nothing was imported"):
         parse_import(json.dumps({"gif": "jif", "two words": "x"}).encode())
-    for bad in (b"\xff\xfe", b"[1, 2]", b'{"a": 1}', json.dumps({f"w{i}": "x" for i in range(MAX_ENTRIES + 1)}).encode(),
+    for bad in (b"\xff\xfe", b"[1, 2]", b'{"a": 1}',
+                json.dumps({f"w{i}": "x" for i in range(MAX_ENTRIES + 1)}).encode(),
                 b" " * (MAX_IMPORT_BYTES + 1), b"{not json"):
         with pytest.raises(UserError):
             parse_import(bad)

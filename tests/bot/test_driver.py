@@ -1,4 +1,4 @@
-"""The voice driver's Track: Opus encoded ahead sent in order, frame for frame; a give-way drops what was ahead; stats."""
+"""The voice driver's Track: Opus encoded ahead sent in order, frame for frame; a give-way drops what's ahead; stats."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from bot.storage import settings_repo
 from bot.storage.database import Database, upgrade
 from bot.storage.models import Base, GuildSettingsRow, UserSettingsRow
 from bot.storage.settings_repo import GuildPrefs, UserPrefs
-from bot.user_options import BY_FIELD as USER_BY_FIELD, USER_OPTIONS
+from bot.user_options import BY_FIELD as USER_BY_FIELD
+from bot.user_options import USER_OPTIONS
 
 FIELDS = [o.field for o in GUILD_OPTIONS]
 

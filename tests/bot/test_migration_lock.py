@@ -33,7 +33,8 @@ async def _tables(dsn: str) -> tuple[set[str], list[str]]:
     conn = await asyncpg.connect(dsn)
     try:
         tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
-        versions = [r[0] for r in await conn.fetch("SELECT version_num FROM alembic_version")] if "alembic_version" in tables else []
+        versions = ([r[0] for r in await conn.fetch("SELECT version_num FROM alembic_version")]
+                    if "alembic_version" in tables else [])
         return tables, versions
     finally:
         await conn.close()
@@ -49,7 +50,8 @@ async def test_two_processes_upgrading_at_once_take_turns(pg_url) -> None:
     procs: list[subprocess.Popen] = []
     try:
         async with migration_lock(pg_url):  # this test is the process upgrading first
-            procs = [subprocess.Popen([sys.executable, "-c", UPGRADE, pg_url], stderr=subprocess.PIPE) for _ in range(2)]
+            procs = [subprocess.Popen([sys.executable, "-c", UPGRADE, pg_url],
+                                      stderr=subprocess.PIPE) for _ in range(2)]
             deadline = time.monotonic() + 90
             while await _waiting_for_lock(dsn) < 2:  # both wait on the lock, neither touches the schema
                 assert all(p.poll() is None for p in procs), [p.stderr.read() for p in procs if p.poll() is not None]

@@ -12,7 +12,6 @@ from engine.settings import EngineSettings
 from sandbox import Sandbox, restore_discord
 from sandbox.demo import create_demo
 
-
 # The tests of the bot's behaviour (queues, readout, permissions, faults) speak with Piper, the operator's choice
 # for many streams, without its sampling noise: the same text gives the same audio every time, so what the channel
 # heard can be compared with a fresh rendering closely (with the noise two renderings of a sentence differ in length

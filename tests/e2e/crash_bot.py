@@ -41,10 +41,9 @@ def crash_on(db, prefix: str) -> None:
 
 
 async def run(db_path: str) -> None:
-    from sandbox import point_discord_at_env
-
     from bot.startup import create_bot, start_in_background
     from bot.storage.database import Database
+    from sandbox import point_discord_at_env
 
     settings = settings_for(db_path)
     db = Database(settings.database_url)

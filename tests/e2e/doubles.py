@@ -1,4 +1,4 @@
-"""Test doubles for fault and overload tests and the load benchmark: flaky and slowed engine backends over the real Piper."""
+"""Test doubles for fault and overload tests and the load bench: flaky, slowed engine backends over the real Piper."""
 
 from __future__ import annotations
 

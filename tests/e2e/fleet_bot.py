@@ -38,9 +38,8 @@ def settings_from_env():
 
 
 async def run() -> None:
-    from sandbox import point_discord_at_env
-
     from bot.startup import create_bot, start_in_background
+    from sandbox import point_discord_at_env
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from_env()

@@ -1,4 +1,4 @@
-"""bench/e2e.py and bench/playback.py run end to end and print their metric lines (no timing goals are asserted here)."""
+"""bench/e2e.py and bench/playback.py run end to end and print their metric lines (no timing goal is asserted here)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bot through end-to-end encrypted voice (DAVE): heard by a listening client's own davey session, nothing dropped."""
+"""The bot through end-to-end encrypted voice (DAVE): heard by a listening client's davey session, nothing dropped."""
 
 from __future__ import annotations
 

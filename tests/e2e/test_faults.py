@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import event
 
-from demo.sandbox_bot import sandbox_settings, start_bot
 from bot.plugins import PluginManager
+from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.backends.piper import PiperBackend
 from engine.streaming import StreamingEngine
 from tests.audio_util import utterances
@@ -220,7 +220,8 @@ async def test_kicked_from_voice_the_queue_is_cleared_and_the_next_say_rejoins(s
     # by text: the queued one may be reported removed before the playing one is reported cut off
     outcomes = dict(heard.of(a.guild))
     assert "played" not in outcomes.values(), outcomes  # the cut-off one failed (its author told) or was skipped
-    assert outcomes[texts[0]] in ("failed", "skipped") and outcomes[texts[1]] in ("failed", "removed", "skipped"), outcomes
+    assert outcomes[texts[0]] in ("failed", "skipped") and outcomes[texts[1]] in ("failed", "removed",
+                                                                                  "skipped"), outcomes
     await asyncio.sleep(1.0)
     assert not sb.voice_connected(a.guild)  # a kick is respected: no rejoin by itself
     await speaks(sb, a, "Back after a new request.", seconds=0.5)

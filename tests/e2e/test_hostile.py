@@ -7,11 +7,13 @@ import resource
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from sqlalchemy import text as sql
 
-from tests.engine import clips
 from tests.e2e.test_voices import espeak_clip
+from tests.engine import clips
 
 pytestmark = pytest.mark.e2e
 MB = 1_000_000

@@ -84,14 +84,16 @@ async def test_stock_voices_are_listed_chosen_per_user_and_per_server_and_previe
     it = await sb.slash(demo.alice, demo.general, "voice preview", name="jf_alpha")  # not in a voice channel: a file
     _, data = await fetched_file(it)
     heard = decoded(data)  # its Japanese preview sentence, at a person's pace
-    assert 5.0 <= morae("こんにちは。これが私の声です。今日もよろしくお願いします。") / speech_seconds(heard, DISCORD_RATE) <= 10.0
+    assert 5.0 <= morae("こんにちは。これが私の声です。今日もよろしくお願いします。") / speech_seconds(heard,
+                                                                          DISCORD_RATE) <= 10.0
 
     listed = await (await sb.slash(demo.alice, demo.general, "voice list")).wait_text(timeout=20)
     assert "**Japanese** — women: Alpha (`jf_alpha`)" in listed and "; men: Adam (`am_adam`)" in listed
     choices = await sb.autocomplete(demo.alice, demo.general, "voice use", "name", "mich")
     assert choices[0] == {"name": "Michael (am_michael) — American English, man", "value": "am_michael"}
     it = await sb.slash(demo.alice, demo.general, "voice use", name="Michael (am_michael) — American English, man")
-    assert await it.wait_text(timeout=20) == "Your messages are now spoken in Michael (am_michael) — American English, man."
+    expected = "Your messages are now spoken in Michael (am_michael) — American English, man."
+    assert await it.wait_text(timeout=20) == expected
     it = await sb.slash(demo.alice, demo.general, "voice use", name="nobody_at_all")
     assert "no voice named" in await it.wait_text(timeout=20)
 

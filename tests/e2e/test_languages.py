@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from demo.sandbox_bot import sandbox_settings, start_bot
-from engine.base import Voice
 from engine.backends.espeak import VOICE_NAME as ESPEAK
+from engine.base import Voice
 from tests.audio_util import assert_same_speech, band_profile, mono
 from tests.e2e.conftest import make_settings
 from tests.e2e.test_readout import enable_readout, join
@@ -86,7 +86,8 @@ async def german_bot(sb, demo, tmp_path):
     drop_piper_voice(tmp_path / "voices", GERMAN_VOICE, "de_DE")
     s = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
     piper = dataclasses.replace(s.engine.piper, voices_dir=str(tmp_path / "voices"))
-    running = await start_bot(sb, sandbox_settings(dataclasses.replace(s, engine=dataclasses.replace(s.engine, piper=piper)), sb))
+    engine = dataclasses.replace(s.engine, piper=piper)
+    running = await start_bot(sb, sandbox_settings(dataclasses.replace(s, engine=engine), sb))
     yield running.bot
     await running.stop()
 

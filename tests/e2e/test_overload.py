@@ -8,15 +8,15 @@ import asyncio
 
 import pytest
 
+from bot.speech.speaker import frames_of
 from demo.sandbox_bot import sandbox_settings, start_bot
-from engine.base import Voice
 from engine.backends.piper import PiperBackend
+from engine.base import Voice
 from engine.streaming import StreamingEngine
 from tests.e2e.conftest import make_settings
 from tests.e2e.doubles import SlowBackend
 from tests.e2e.recorders import Heard
 from tests.e2e.test_readout import enable_readout, join
-from bot.speech.speaker import frames_of
 
 pytestmark = pytest.mark.e2e
 LONG = ("The river rose all week, and the town council met every evening to plan the sandbags. "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from demo.sandbox_bot import sandbox_settings, start_bot
-from tests.e2e.test_voices import espeak_clip, FIT
+from tests.e2e.test_voices import FIT, espeak_clip
 
 pytestmark = pytest.mark.e2e
 MANAGE_GUILD = 1 << 5

@@ -1,4 +1,5 @@
-"""Failures in the voice driver's thread (Opus, DAVE, transport encryption) reach the log (with the request id) and the user."""
+"""Failures in the voice driver's thread (Opus, DAVE, transport encryption) reach the log (with the request id), the
+user."""
 
 from __future__ import annotations
 

@@ -236,4 +236,5 @@ async def test_members_take_turns_a_long_say_gives_way_to_another_members_say(sb
     pieces = [len(u) for u in utterances(capture.packets)]
     assert len(pieces) == 4, pieces  # alice's start, bob's, the rest of alice's, alice's second
     assert all(u.source.frames_read == u.source.frames_written for u in made.values())
-    assert pieces[0] + pieces[2] == made[long_text].source.frames_written, (pieces, made[long_text].source.frames_written)
+    assert pieces[0] + pieces[2] == made[long_text].source.frames_written, (pieces,
+                                                                            made[long_text].source.frames_written)

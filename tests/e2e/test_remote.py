@@ -11,11 +11,11 @@ import soundfile as sf
 import soxr
 
 from demo.sandbox_bot import sandbox_settings, start_bot
-from engine.voices import embedding
 from engine.base import Voice
 from engine.factory import build_engine
 from engine.server.app import serve_in_background
 from engine.settings import EngineSettings, ServerSettings
+from engine.voices import embedding
 from tests.audio_util import assert_same_speech, mono, rms
 from tests.e2e.conftest import make_settings, steady_engine
 from tests.e2e.recorders import heard_say

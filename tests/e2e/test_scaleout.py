@@ -79,7 +79,8 @@ async def test_two_bot_processes_and_two_engine_servers_behind_nginx(pg_url, tmp
     async with Sandbox(shards=2) as sb:
         try:
             rooms = [await new_room(sb, "zero", (0, 2)), await new_room(sb, "one", (1, 2))]
-            servers = list(await asyncio.gather(EngineServer.start(tmp_path / "e0"), EngineServer.start(tmp_path / "e1")))
+            servers = list(await asyncio.gather(EngineServer.start(tmp_path / "e0"),
+                                                EngineServer.start(tmp_path / "e1")))
             nginx = await Nginx(tmp_path / "nginx", servers).start()
 
             # both bot processes at the same moment on an empty database: the migrations take turns

@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 import soxr
 
-from engine.voices import embedding
 from engine.base import Voice
+from engine.voices import embedding
 from tests.audio_util import assert_same_speech, mono
 from tests.e2e.test_voices import FIT, embed_pcm48, espeak_clip, final_edit, register
 

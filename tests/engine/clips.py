@@ -52,9 +52,11 @@ def wav_header_claiming(data_bytes: int, sr: int = 16_000, real_seconds: float =
     pcm = (speechlike(real_seconds, sr) * 32767).astype("<i2").tobytes()
     fmt = b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sr, sr * 2, 2, 16)
     if data_bytes < 0xFFFFFFF0:
-        return b"RIFF" + struct.pack("<I", data_bytes + 36) + b"WAVE" + fmt + b"data" + struct.pack("<I", data_bytes) + pcm
+        return (b"RIFF" + struct.pack("<I", data_bytes + 36) + b"WAVE" + fmt + b"data" + struct.pack("<I", data_bytes)
+                + pcm)
     ds64 = b"ds64" + struct.pack("<IQQQI", 28, data_bytes + 72, data_bytes, data_bytes // 2, 0)
-    return b"RF64" + struct.pack("<I", 0xFFFFFFFF) + b"WAVE" + ds64 + fmt + b"data" + struct.pack("<I", 0xFFFFFFFF) + pcm
+    return (b"RF64" + struct.pack("<I", 0xFFFFFFFF) + b"WAVE" + ds64 + fmt + b"data" + struct.pack("<I", 0xFFFFFFFF)
+            + pcm)
 
 
 def long_flac(hours: float = 2.0, sr: int = 8_000) -> bytes:

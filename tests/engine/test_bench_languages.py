@@ -20,6 +20,8 @@ def test_the_languages_bench_prints_detection_p99_and_espeak_against_piper():
     lines = done.stdout.splitlines()
     assert len(lines) == 2, done.stdout
     assert re.fullmatch(r"langid_2000_chars_p99_ms: \d+\.\d{3} \(goal <= 5 ms\) (OK|MISSED)  \[300 runs of each: "
-                        r"French p99 [\d.]+ ms, Chinese p99 [\d.]+ ms, random 4-byte p99 [\d.]+ ms\]", lines[0]), lines[0]
+                        r"French p99 [\d.]+ ms, Chinese p99 [\d.]+ ms, random 4-byte p99 [\d.]+ ms\]",
+                        lines[0]), lines[0]
     assert re.fullmatch(r"espeak_vs_piper_first_frame: \d+\.\d{3} \(goal <= 1\.0\) (OK|MISSED)  \[eSpeak NG [\d.]+ ms "
-                        r"vs Piper [\d.]+ ms to the first frame, medians of \d+, the same sentence\]", lines[1]), lines[1]
+                        r"vs Piper [\d.]+ ms to the first frame, medians of \d+, the same sentence\]",
+                        lines[1]), lines[1]

@@ -43,5 +43,6 @@ def test_a_dropped_voice_speaks_its_language_and_short_text_keeps_the_default(tm
 
 def test_a_bad_language_is_one_error_line(tmp_path: Path):
     proc, out = _say(tmp_path, "Hello", "--language", "not a code")
-    assert proc.returncode == 2 and proc.stderr == "error: --language takes auto or a language code such as fr, not 'not a code'.\n"
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --language takes auto or a language code such as fr, not 'not a code'.\n"
     assert not out.exists()

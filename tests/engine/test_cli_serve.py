@@ -1,4 +1,4 @@
-"""`python -m engine serve` takes its settings from config.toml, VOICEBOT__ENGINE__ overrides and flags, in that order."""
+"""`python -m engine serve` takes its settings from config.toml, VOICEBOT__ENGINE__ overrides and flags, in order."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.serve import settings_from
 from engine.__main__ import build_parser
+from engine.cli.serve import settings_from
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)

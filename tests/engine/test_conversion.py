@@ -1,4 +1,5 @@
-"""engine.conversion: a miniature OpenVoice converter (random weights) exported by the real exporter, run by the engine."""
+"""engine.conversion: a miniature OpenVoice converter (random weights) exported by the real exporter, run by the engine.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from engine.conversion.backend import ConvertedBackend  # noqa: E402
 from engine.conversion.export_openvoice import export  # noqa: E402
 from engine.conversion.model import Converter, ConverterConfig, linear_spectrogram  # noqa: E402
 from engine.factory import build_engine  # noqa: E402
-from engine.voices.registration import Registration, register_clip  # noqa: E402
 from engine.settings import ConversionSettings, EngineSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
+from engine.voices.registration import Registration, register_clip  # noqa: E402
 from tests.engine import clips  # noqa: E402
 
 DATA = {"sampling_rate": 22_050, "filter_length": 1024, "hop_length": 256, "win_length": 1024}

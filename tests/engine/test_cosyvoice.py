@@ -24,8 +24,8 @@ import torch
 
 from engine.backends import cosyvoice as cv
 from engine.backends import cosyvoice_device
-from engine.base import BackendUnavailable, CancelToken, EngineError, TextRejected, Voice, VoiceProfile
 from engine.backends.cosyvoice import CosyVoiceBackend
+from engine.base import BackendUnavailable, CancelToken, EngineError, TextRejected, Voice, VoiceProfile
 from engine.settings import CosyVoiceSettings
 
 RATE = 24_000
@@ -149,7 +149,8 @@ class FakeModel:
         self.llm_end_dict[uuid] = True
         self.llm_jobs_finished += 1
 
-    def token2wav(self, token, prompt_token, prompt_feat, embedding, token_offset, uuid, stream=False, finalize=False, speed=1.0):  # noqa: ANN001
+    def token2wav(self, token, prompt_token, prompt_feat, embedding, token_offset, uuid, stream=False, finalize=False,
+                  speed=1.0):  # noqa: ANN001
         self.token2wav_calls.append(
             {"n": token.shape[1], "offset": token_offset, "finalize": finalize, "stream": stream, "speed": speed,
              "prompt_token": prompt_token, "prompt_feat": prompt_feat, "embedding": embedding, "uuid": uuid}
@@ -250,7 +251,8 @@ def profile(b: CosyVoiceBackend, voice_id: str, blob: bytes) -> Voice:
     return Voice(profile=VoiceProfile(voice_id, "cosyvoice2", b.info.version, blob, "transcript"))
 
 
-def registered(fake: FakeCosyVoice2 | None = None, voice_id: str = "v1", **settings: object) -> tuple[CosyVoiceBackend, Voice]:
+def registered(fake: FakeCosyVoice2 | None = None, voice_id: str = "v1",
+               **settings: object) -> tuple[CosyVoiceBackend, Voice]:
     b = backend(fake, **settings)
     return b, profile(b, voice_id, b.extract_features(clip(), 16000, "Hello there, this is my voice."))
 
@@ -301,7 +303,8 @@ def test_missing_cuda_names_the_torch_build(tmp_path, monkeypatch):  # noqa: ANN
 
 def test_missing_package_names_the_repository(tmp_path, monkeypatch):  # noqa: ANN001
     monkeypatch.setitem(sys.modules, "cosyvoice", None)  # import fails even where cosyvoice is installed
-    with pytest.raises(BackendUnavailable, match="cosyvoice package is not importable.*FunAudioLLM/CosyVoice.*requirements"):
+    with pytest.raises(BackendUnavailable, match="cosyvoice package is not "
+                                                 "importable.*FunAudioLLM/CosyVoice.*requirements"):
         CosyVoiceBackend(CosyVoiceSettings(model_dir=str(full_model_dir(tmp_path)), device="cpu"))
 
 
@@ -369,7 +372,8 @@ def test_extract_features_resamples_and_bounds_the_clip():
     fake = FakeCosyVoice2()
     b = backend(fake)
     b.extract_features(np.zeros(48000 * 2, dtype=np.float32) + 0.1, 48000, "Hi there.")
-    assert cv.unpack_features(b.extract_features(clip(2.0), 16000, "Hi."))[0]["flow_prompt_speech_token"].shape == (1, 50)
+    features = cv.unpack_features(b.extract_features(clip(2.0), 16000, "Hi."))[0]
+    assert features["flow_prompt_speech_token"].shape == (1, 50)
     with pytest.raises(EngineError, match="0.5 to 30 s"):
         b.extract_features(clip(31.0), 16000, "Too long.")
     with pytest.raises(TextRejected, match="transcript"):
@@ -459,7 +463,8 @@ def test_a_model_without_speakers_speaks_the_piper_made_default_voice(tmp_path):
 def test_an_older_clone_is_refused_naming_the_commit_it_needs(frontend, model, why):  # noqa: ANN001
     fake = FakeCosyVoice2()
     fake.frontend, fake.model = frontend(), model()
-    with pytest.raises(BackendUnavailable, match=f"older than the API.*{why}.*Check out commit 6dd68b9 \\(2025-05-30\\) or later.*checkout ace7c47"):
+    with pytest.raises(BackendUnavailable, match=f"older than the API.*{why}.*Check out commit 6dd68b9 "
+                                                 "\\(2025-05-30\\) or later.*checkout ace7c47"):
         backend(fake)
 
 

@@ -1,4 +1,5 @@
-"""The GPU engine environment's CPU-side parts: its requirements resolve, and the server refuses clearly without CUDA or the model."""
+"""The GPU engine environment's CPU-side parts: its requirements resolve, and the server refuses clearly without CUDA
+or the model."""
 
 from __future__ import annotations
 
@@ -58,10 +59,13 @@ def test_the_gpu_requirements_resolve(tmp_path):  # noqa: ANN001
     """pip resolves requirements-gpu.txt from PyPI for this Python without installing anything (the extra
     indexes of CUDA builds are left out: they host the same versions, and CI reaches PyPI only)."""
     reqs = tmp_path / "requirements-gpu-pypi.txt"
-    reqs.write_text("".join(line + "\n" for line in GPU_REQS.read_text().splitlines() if not line.startswith("--extra-index-url")))
+    lines = [line for line in GPU_REQS.read_text().splitlines() if not line.startswith("--extra-index-url")]
+    reqs.write_text("".join(line + "\n" for line in lines))
     report = tmp_path / "report.json"
-    pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check"]
-    done = subprocess.run([*pip, "--build-constraint", str(BUILD_CONSTRAINTS), "--report", str(report), "-r", str(reqs)],
+    pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+           "--disable-pip-version-check"]
+    done = subprocess.run([*pip, "--build-constraint", str(BUILD_CONSTRAINTS), "--report", str(report), "-r",
+                           str(reqs)],
                           capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stderr[-3000:]
     resolved = {re.sub(r"[-_.]+", "-", i["metadata"]["name"]).lower(): i["metadata"]["version"]
@@ -80,19 +84,23 @@ def serve(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]
 
 
 def test_the_server_refuses_clearly_without_the_model_or_cuda(tmp_path):  # noqa: ANN001
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "XDG_DATA_HOME": str(tmp_path / "data")}  # no GPU, whatever the machine
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "",
+           "XDG_DATA_HOME": str(tmp_path / "data")}  # no GPU, whatever the machine
     config = tmp_path / "engine-gpu.toml"
     config.write_text(f'[engine]\nbackend = "cosyvoice2"\n\n[engine.cosyvoice]\nmodel_dir = "{tmp_path / "missing"}"\n')
     done = serve(config, env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert re.fullmatch(r"error: CosyVoice2 model folder \S+missing does not exist: download CosyVoice2-0.5B into it.*\n",
+    assert re.fullmatch(r"error: CosyVoice2 model folder \S+missing does not exist: download CosyVoice2-0.5B into "
+                        r"it.*\n",
                         done.stderr), done.stderr
 
     model = tmp_path / "CosyVoice2-0.5B"  # every file the backend checks for, so the next check is CUDA's
     model.mkdir()
     for name in cv.REQUIRED_FILES:
         (model / name).mkdir() if name == "CosyVoice-BlankEN" else (model / name).write_bytes(b"x")
-    config.write_text(f'[engine]\nbackend = "cosyvoice2"\n\n[engine.cosyvoice]\nmodel_dir = "{model}"\ndevice = "cuda:1"\n')
+    config.write_text(f'[engine]\nbackend = "cosyvoice2"\n\n[engine.cosyvoice]\nmodel_dir = "{model}"\ndevice = '
+                      '"cuda:1"\n')
     done = serve(config, env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert re.fullmatch(r"error: No CUDA device for the cosyvoice2 backend: .*make engine-gpu.*\n", done.stderr), done.stderr
+    assert re.fullmatch(r"error: No CUDA device for the cosyvoice2 backend: .*make engine-gpu.*\n",
+                        done.stderr), done.stderr

@@ -12,15 +12,15 @@ import pytest
 import soundfile as sf
 import soxr
 
-from engine.voices import embedding
+from engine.backends.remote_voice import RemoteVoice
 from engine.base import Engine, Voice, VoiceProfile
 from engine.factory import build_engine
-from engine.backends.remote_voice import RemoteVoice
 from engine.server.app import registrar_for, serve_in_background
 from engine.server.auth import tenant_id
+from engine.server.voice_store import VoiceStore
 from engine.settings import EngineSettings, RemoteSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.server.voice_store import VoiceStore
+from engine.voices import embedding
 from tests.audio_util import mono
 from tests.e2e.test_voices import FIT, SPOKEN, embed_pcm48, espeak_clip
 
@@ -40,7 +40,8 @@ def _remote(url: str) -> Engine:
 
 def _similarity(pcm48_stereo: bytes, clip: bytes) -> float:
     ref, rate = sf.read(io.BytesIO(clip), dtype="float32")
-    return embedding.similarity(embed_pcm48(pcm48_stereo), embedding.embed(soxr.resample(ref, rate, 16_000).astype(np.float32)))
+    reference = soxr.resample(ref, rate, 16_000).astype(np.float32)
+    return embedding.similarity(embed_pcm48(pcm48_stereo), embedding.embed(reference))
 
 
 async def test_a_voice_registered_through_one_server_is_spoken_by_another(local, tmp_path) -> None:
@@ -136,7 +137,8 @@ def test_store_is_an_lru_that_keeps_public_voices(tmp_path) -> None:
 async def _uploads_answered(url: str, key: str) -> float:
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as s, s.get(url + "/metrics") as resp:
         text = await resp.text()
-    line = next((ln for ln in text.splitlines() if ln.startswith('engine_server_requests_total{route="/v1/voices",status="200"}')), "x 0")
+    name = 'engine_server_requests_total{route="/v1/voices",status="200"}'
+    line = next((ln for ln in text.splitlines() if ln.startswith(name)), "x 0")
     return float(line.split()[-1])
 
 

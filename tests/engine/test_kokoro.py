@@ -24,7 +24,6 @@ from engine.backends.kokoro import (
     token_runs,
 )
 from engine.backends.kokoro_g2p import g2p_key, phonemize
-from engine.backends.kokoro_norms import LEARNED
 from engine.base import EngineError, Voice
 from engine.factory import build_engine
 from engine.settings import EngineSettings
@@ -187,7 +186,8 @@ def test_a_long_sentence_comes_in_windows_that_join_without_a_click(kokoro):
     jumps = np.abs(np.diff(audio))
     ordinary = np.percentile(jumps, 99.9)
     for seam in np.cumsum([len(p) for p in pieces[:-1]]):  # no sample step at a seam beyond the speech's own
-        assert jumps[seam - 240:seam + 240].max() <= 1.5 * ordinary, (seam, jumps[seam - 240:seam + 240].max(), ordinary)
+        assert jumps[seam - 240:seam + 240].max() <= 1.5 * ordinary, (seam, jumps[seam - 240:seam + 240].max(),
+                                                                      ordinary)
     # the words as clear as the same run vocoded whole (PocketSphinx: within two words of 29)
     model, style = kokoro.model, kokoro.model.style("af_heart")
     tokens = model.tokens(phonemize(text, "en"))

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.timeout(600)
 CLIP_TEXT = ("Every morning the old fisherman walked down to the harbour, checked his nets, and talked with the gulls "
              "about the weather.")
 SPOKEN = "The library opens at nine in the morning and closes at six in the evening."
-ENGLISH = (SPOKEN, "Please bring your own water bottle to the trip on Saturday.", "My brother bought a small red car last week.")
+ENGLISH = (SPOKEN, "Please bring your own water bottle to the trip on Saturday.", "My brother bought a small red "
+                                                                                  "car last week.")
 
 
 def test_a_style_profile_round_trips_and_a_damaged_one_is_refused():

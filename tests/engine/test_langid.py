@@ -51,4 +51,5 @@ def test_hostile_text_is_looked_at_through_a_bounded_sample():
     assert len(sample) <= langid.SAMPLE_CHARS and len(sample.encode("utf-8", "surrogatepass")) <= langid.SAMPLE_BYTES
     found = langid.detect(hostile, "en")  # any answer, but an answer: no exception on lone surrogates or noise
     assert isinstance(found.language, str) and found.language
-    assert langid.detect("\ud800" * 30 + "Guten Abend, ich freue mich sehr, euch heute alle wiederzusehen.", "en").language == "de"
+    assert langid.detect("\ud800" * 30 + "Guten Abend, ich freue mich sehr, euch heute alle wiederzusehen.",
+                         "en").language == "de"

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.backends.espeak import VOICE_NAME as ESPEAK
+from engine.backends.espeak import EspeakBackend, parse_voices
 from engine.base import FRAME_BYTES, CancelToken, EngineError, Voice
 from engine.catalog import VoiceCatalog
-from engine.backends.espeak import VOICE_NAME as ESPEAK, EspeakBackend, parse_voices
 from engine.factory import build_engine
 from engine.settings import EngineSettings, EspeakSettings, PiperSettings
 from tests.piper_voices import drop_piper_voice
@@ -87,7 +88,8 @@ def engine_with_voices(tmp_path_factory):
     folder = tmp_path_factory.mktemp("voices")
     drop_piper_voice(folder)  # de_DE-joe-medium
     (folder / "broken.onnx").write_bytes(b"not a model")  # no .onnx.json: skipped with a warning
-    settings = EngineSettings(backend="piper", workers=1, max_concurrency=1, piper=PiperSettings(voices_dir=str(folder)))
+    settings = EngineSettings(backend="piper", workers=1, max_concurrency=1,
+                              piper=PiperSettings(voices_dir=str(folder)))
     engine = build_engine(settings)
     yield engine
     asyncio.run(engine.close())

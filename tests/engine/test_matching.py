@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import soxr
 
-from engine.voices import embedding
+from engine.backends.piper import PiperBackend
 from engine.base import Voice, VoiceProfile
+from engine.voices import embedding, envelope
 from engine.voices.clip import CLIP_RATE, load_clip
 from engine.voices.matching import (
     F0_CEIL,
@@ -31,10 +32,8 @@ from engine.voices.matching import (
     speaking_rate,
     warp_envelope,
 )
-from engine.backends.piper import PiperBackend
 from engine.voices.pitch import track_f0
 from engine.voices.registration import synthesize_default
-from engine.voices import envelope
 from tests.engine import clips
 
 TEXT = "The birch canoe slid on the smooth planks, and the boy glued the sheet to the dark blue background."

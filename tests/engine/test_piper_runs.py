@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.base import Voice
 from engine.backends.piper import WARM_UP_TEXT
 from engine.backends.runs import clause_runs, word_runs
+from engine.base import Voice
 
 NAMES = " ".join(f"user12x{i}" for i in range(20))[:150]  # reads far longer than its 150 characters
 

@@ -6,12 +6,13 @@ import os
 
 import pytest
 
-from engine.base import EngineError
 from engine.backends.piper import intra_op_threads
+from engine.base import EngineError
 from engine.settings import PiperSettings
 
 
-@pytest.mark.parametrize(("cpus", "workers", "threads"), [({0}, 1, 1), ({0, 1}, 1, 2), ({0, 1}, 2, 1), ({0, 1, 2, 3}, 2, 2),
+@pytest.mark.parametrize(("cpus", "workers", "threads"), [({0}, 1, 1), ({0, 1}, 1, 2), ({0, 1}, 2, 1),
+                                                          ({0, 1, 2, 3}, 2, 2),
                                                           ({0}, 2, 1)])
 def test_auto_shares_the_cpus_this_process_may_use(monkeypatch: pytest.MonkeyPatch, cpus: set[int], workers: int,
                                                    threads: int) -> None:

@@ -31,7 +31,8 @@ class FeatureBackend:
         yield np.zeros(160, np.float32)
 
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
-                         reference_embedding: np.ndarray | None = None, progress: Progress | None = None) -> bytes | None:
+                         reference_embedding: np.ndarray | None = None,
+                         progress: Progress | None = None) -> bytes | None:
         self.calls.append((len(clip), sample_rate, transcript))
         return self.blob
 

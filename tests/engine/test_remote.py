@@ -12,16 +12,23 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from engine.base import (
-    DISCORD_RATE, BackendInfo, Engine, EngineError, SynthesisTimeout, TextRejected, Voice, VoiceProfile,
-)
-from engine.factory import build_engine
 from engine.backends.remote import RemoteBackend
 from engine.backends.remote_voice import RemoteVoice
+from engine.base import (
+    DISCORD_RATE,
+    BackendInfo,
+    Engine,
+    EngineError,
+    SynthesisTimeout,
+    TextRejected,
+    Voice,
+    VoiceProfile,
+)
+from engine.factory import build_engine
 from engine.server.app import serve_in_background
+from engine.server.voice_store import VoiceStore
 from engine.settings import EngineSettings, RemoteSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.server.voice_store import VoiceStore
 
 pytestmark = pytest.mark.timeout(120)
 TEXT = "Please remember to bring your notes to the meeting. We will start at nine and finish by noon."
@@ -218,7 +225,8 @@ class FailingSecondSegment:
 
 
 async def test_engine_failure_mid_stream_on_the_real_server_reaches_the_client() -> None:
-    failing = StreamingEngine(FailingSecondSegment(), EngineSettings(workers=1, first_segment_chars=10, max_segment_chars=20))
+    failing = StreamingEngine(FailingSecondSegment(), EngineSettings(workers=1, first_segment_chars=10,
+                                                                     max_segment_chars=20))
     async with serve_in_background(failing, ServerSettings(port=0)) as url:
         remote = RemoteBackend(RemoteSettings(url=url))
         got = 0
@@ -296,7 +304,8 @@ async def test_register_through_the_remote_backend_then_speak_with_it(local, tmp
             assert registered is not None and registered.flac == uploads[0][0]  # the blob keeps what was uploaded
             vid = registered.voice_id
             assert store.get(vid) is not None and uploads[0][1] == "hello world" and uploads[0][0][:4] == b"fLaC"
-            profile = VoiceProfile(voice_id="bot-42", backend="remote", backend_version=remote.info.version, features=blob)
+            profile = VoiceProfile(voice_id="bot-42", backend="remote", backend_version=remote.info.version,
+                                   features=blob)
             assert backend.voice_field(Voice(profile=profile)) == vid
             pcm = await remote.synthesize_all("Hello from a registered voice.", Voice(profile=profile))
             assert len(pcm) > STEREO_BYTES_PER_S // 2

@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.segment import MAX_COMBINING_RUN, WIDE, _WIDE_CHARS, clean_text, scrub, split_segments, split_sentences
+from engine.segment import _WIDE_CHARS, MAX_COMBINING_RUN, WIDE, clean_text, scrub, split_segments, split_sentences
 
 _WS = re.compile(r"\s+")
 
@@ -143,7 +143,8 @@ def test_a_long_sentence_is_one_piece_and_text_is_cut_only_at_sentence_ends() ->
         "next to the kitchen.", "Thanks!", "Mr. Smith and Dr. Jones will join at 5 p.m. today.", "New line"]
     assert split_sentences("e.g. this one. it goes on. Next.", 400) == ["e.g. this one. it goes on.", "Next."]
     japanese = "次の会議は午後三時から始まります。昨日、友達と一緒に新しいレストランへ行きました。"
-    assert split_sentences(japanese, 400) == ["次の会議は午後三時から始まります。", "昨日、友達と一緒に新しいレストランへ行きました。"]
+    assert split_sentences(japanese, 400) == ["次の会議は午後三時から始まります。",
+                                              "昨日、友達と一緒に新しいレストランへ行きました。"]
 
 
 def test_a_sentence_over_the_bound_is_cut_at_clauses_then_spaces() -> None:

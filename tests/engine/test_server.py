@@ -21,9 +21,9 @@ import soundfile as sf
 
 from engine.base import Engine, EngineError, Voice
 from engine.server.app import check_bind, serve_in_background
+from engine.server.voice_store import VoiceStore
 from engine.settings import EngineSettings, ServerSettings
 from engine.streaming import StreamingEngine
-from engine.server.voice_store import VoiceStore
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,10 +51,14 @@ async def server(engine, tmp_path):
         yield url
 
 
-async def _post(url: str, body: object = None, *, token: str | None = None, data: bytes | None = None) -> tuple[int, dict, bytes]:
+async def _post(url: str, body: object = None, *, token: str | None = None,
+                data: bytes | None = None) -> tuple[int, dict, bytes]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with aiohttp.ClientSession() as s:
-        kwargs = {"data": data, "headers": {**headers, "Content-Type": "application/json"}} if data is not None else {"json": body, "headers": headers}
+        if data is not None:
+            kwargs = {"data": data, "headers": {**headers, "Content-Type": "application/json"}}
+        else:
+            kwargs = {"json": body, "headers": headers}
         async with s.post(url + "/v1/audio/speech", **kwargs) as resp:
             return resp.status, dict(resp.headers), await resp.read()
 
@@ -115,7 +119,8 @@ async def test_wav_is_a_valid_streaming_header(server) -> None:
 async def test_default_format_is_wav_and_sample_rate_extension(server) -> None:
     status, headers, body = await _post(server, {"input": "Hello there.", "voice": "default"})
     assert status == 200 and body[:4] == b"RIFF"
-    status, headers, body = await _post(server, {"input": "Hello there.", "response_format": "pcm", "sample_rate": 48000})
+    status, headers, body = await _post(server, {"input": "Hello there.", "response_format": "pcm",
+                                                 "sample_rate": 48000})
     assert status == 200 and headers["X-Sample-Rate"] == "48000"
 
 
@@ -265,7 +270,8 @@ async def _reference_wav(engine: Engine) -> bytes:
 async def test_voice_upload_list_and_use(engine, tmp_path) -> None:
     folder = tmp_path / "voices"
     clip = await _reference_wav(engine)
-    async with serve_in_background(engine, SETTINGS, voice_store=VoiceStore(folder)) as url, aiohttp.ClientSession() as s:
+    async with serve_in_background(engine, SETTINGS,
+                                   voice_store=VoiceStore(folder)) as url, aiohttp.ClientSession() as s:
         form = aiohttp.FormData()
         form.add_field("name", "Fox reader")
         form.add_field("transcript", "The quick brown fox jumps over the lazy dog.")
@@ -277,7 +283,8 @@ async def test_voice_upload_list_and_use(engine, tmp_path) -> None:
         async with s.get(url + "/v1/voices") as resp:
             listed = (await resp.json())["data"]
         assert [v["id"] for v in listed] == [voice["id"]]
-        status, _, pcm = await _post(url, {"input": "Hello from my own voice.", "voice": voice["id"], "response_format": "pcm"})
+        status, _, pcm = await _post(url, {"input": "Hello from my own voice.", "voice": voice["id"],
+                                           "response_format": "pcm"})
         assert status == 200 and len(pcm) > 24000
         bad = aiohttp.FormData()
         bad.add_field("file", b"%PDF-1.4 not audio at all", filename="x.wav")

@@ -38,7 +38,8 @@ def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-async def _raw(url: str, data: bytes, *, rcvbuf: int | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _raw(url: str, data: bytes, *, rcvbuf: int | None = None) -> tuple[asyncio.StreamReader,
+                                                                             asyncio.StreamWriter]:
     sock = socket.socket()
     if rcvbuf is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -125,7 +126,8 @@ async def test_a_flood_of_tiny_parts_is_a_413(server) -> None:
 
 
 async def test_unknown_and_repeated_parts_count_toward_the_size_limit(server) -> None:
-    body, content_type = _multipart([("junk", b"\0" * 60_000), ("name", b"a"), ("name", b"\0" * 60_000), ("junk", b"\0" * 60_000)])
+    body, content_type = _multipart([("junk", b"\0" * 60_000), ("name", b"a"), ("name", b"\0" * 60_000),
+                                     ("junk", b"\0" * 60_000)])
 
     async def chunked():  # no Content-Length: the size is only known by reading
         for i in range(0, len(body), 16_384):
@@ -164,7 +166,8 @@ async def test_a_client_hanging_up_mid_upload_logs_one_line(server, caplog: pyte
     caplog.set_level(logging.INFO)
     head = (b"POST /v1/voices HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=BOUND\r\n"
             b"Content-Length: 90000\r\n\r\n")
-    _, writer = await _raw(server, head + b'--BOUND\r\nContent-Disposition: form-data; name="file"\r\n\r\n' + b"\0" * 5_000)
+    _, writer = await _raw(server,
+                           head + b'--BOUND\r\nContent-Disposition: form-data; name="file"\r\n\r\n' + b"\0" * 5_000)
     await asyncio.sleep(0.2)  # the server is reading the part now
     writer.transport.abort()
     for _ in range(100):  # bounded: 5 s

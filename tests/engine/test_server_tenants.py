@@ -13,9 +13,9 @@ import pytest
 from engine.base import EngineError
 from engine.server.app import api_keys_from_env, check_bind, create_app, serve_in_background
 from engine.server.auth import Tenants, parse_keys
-from engine.settings import ServerSettings
 from engine.server.voice_store import VoiceStore, clean_name
-from tests.engine.test_server import ROOT, engine, SETTINGS, _reference_wav  # noqa: F401 - engine is a fixture
+from engine.settings import ServerSettings
+from tests.engine.test_server import ROOT, SETTINGS, _reference_wav, engine  # noqa: F401 - engine is a fixture
 
 pytestmark = pytest.mark.timeout(180)
 HOSTILE_NAME = "Fox\x00\x1b[31m \u202eevil\r\nSet-Cookie: x"
@@ -108,4 +108,5 @@ async def test_each_key_is_a_tenant_with_its_own_voices(engine, tmp_path) -> Non
         assert await _listed(s, url, "bob-key") == {alice["id"]: alice["name"], bob["id"]: "Bob's copy"}
         assert await _speak(s, url, "bob-key", alice["id"]) == 200
     reloaded = VoiceStore(tmp_path / "voices").get(alice["id"])
-    assert reloaded is not None and reloaded.is_public and reloaded.owner != VoiceStore(tmp_path / "voices").get(bob["id"]).owner
+    assert reloaded is not None and reloaded.is_public
+    assert reloaded.owner != VoiceStore(tmp_path / "voices").get(bob["id"]).owner

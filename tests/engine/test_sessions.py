@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from engine.base import BackendInfo, CancelToken, Voice
 from engine.backends.piper import PiperBackend
 from engine.backends.sessions import SessionPool
+from engine.base import BackendInfo, CancelToken, Voice
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
 

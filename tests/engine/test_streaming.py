@@ -88,7 +88,8 @@ class FakeAsyncBackend:
 
 
 def _settings(**kw: object) -> EngineSettings:
-    base = dict(workers=2, max_concurrency=2, per_key_limit=1, segment_timeout_s=5.0, first_segment_chars=20, max_segment_chars=40)
+    base = dict(workers=2, max_concurrency=2, per_key_limit=1, segment_timeout_s=5.0, first_segment_chars=20,
+                max_segment_chars=40)
     base.update(kw)
     return EngineSettings(**base)  # type: ignore[arg-type]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.voices.pitch import track_f0
 from engine.voices import psola, spectral
+from engine.voices.pitch import track_f0
 
 SR = 22_050
 FRAME_S = 0.01

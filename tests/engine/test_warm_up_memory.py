@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.base import Voice
 from engine.backends.piper import WARM_UP_TEXT, PiperBackend
+from engine.base import Voice
 from engine.settings import EngineSettings
 
 ROOT = Path(__file__).resolve().parents[2]

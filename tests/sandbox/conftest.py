@@ -4,10 +4,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sandbox_minibot import MiniBot
 
 from sandbox import Sandbox, point_discord_at, restore_discord
 from sandbox.demo import create_demo
-from sandbox_minibot import MiniBot
 
 
 @pytest.fixture

@@ -189,7 +189,8 @@ def test_a_stretch_that_lost_frames_beyond_the_slack_is_not_heard() -> None:
 
 
 def result(**changes) -> dict:
-    r = {"plan": load.QUICK, "actions": 40, "calibration": {}, "sent_s": 20.0, "drained": True, "load_s": 30.0, "setup_s": 5.0,
+    r = {"plan": load.QUICK, "actions": 40, "calibration": {}, "sent_s": 20.0, "drained": True, "load_s": 30.0,
+         "setup_s": 5.0,
          "capacity": 5.0, "mean_phrase_s": 1.2, "sent": {}, "hostile": {}, "engine_beside": {}, "cores": (1.0, 0.5),
          "offered": 0.7, "accepted": 30, "heard": 30, "told": 0, "skipped_by_user": 0, "lost": 0, "counted_twice": 0,
          "say_told": 0, "say_unanswered": 0, "unidentified_spurts": 0, "off_length": 0, "frames_missing": 0,

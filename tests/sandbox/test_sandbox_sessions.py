@@ -4,8 +4,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from conftest import start_bot, stop_bot
+
 from sandbox import Sandbox
 from sandbox.demo import create_demo
 
