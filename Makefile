@@ -1,6 +1,6 @@
 # The two commands of README.md: `make run` and `make test` (the suite, about 15 minutes on 2 cores);
 # `make test-slow` runs the multi-process and smoke tests marked slow. CI runs both.
-.PHONY: run test test-slow bench sandbox lock engine-gpu
+.PHONY: run test test-slow lint bench sandbox lock engine-gpu
 
 run:
 	@bash scripts/setup.sh run
@@ -9,6 +9,11 @@ run:
 test:
 	@bash scripts/setup.sh test
 	.venv/bin/python -m pytest -q -m "not slow" $(ARGS)
+
+lint:  # ruff (style, bugs, imports) and mypy (types), as CI runs them before the tests
+	@bash scripts/setup.sh test
+	.venv/bin/ruff check .
+	.venv/bin/mypy
 
 test-slow:
 	@bash scripts/setup.sh test

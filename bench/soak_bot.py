@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bench._harness import bot_subprocess, join, new_room
-from bench.soak import SENTENCES, Goal, Tally, flat_goals, rss_series, sample
+from bench.soak_measures import SENTENCES, Goal, Tally, flat_goals, rss_series, sample
 
 LONG = " ".join(SENTENCES)  # under /say's 500 characters
 

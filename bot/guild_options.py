@@ -80,7 +80,7 @@ def column_default(field: str) -> Any:
 
 def ceiling(option: GuildOption, config: Settings) -> int:
     """The most this bot allows for `option`: its ceiling key read from the bot's settings."""
-    value = config
+    value: Any = config
     for part in option.ceiling.split("."):
         value = getattr(value, part)
     return int(value)
@@ -114,19 +114,19 @@ def parse(name: str, raw: str, config: Settings,
     text = raw.strip().lower()
     if option.kind is bool:
         if text in _TRUE | _FALSE:
-            value = text in _TRUE
-            return option.field, value, f"{name} is now {_shown(value)}."
+            on = text in _TRUE
+            return option.field, on, f"{name} is now {_shown(on)}."
         raise OptionError(f"{name} takes on or off, not {raw[:40]!r}.")
     high = ceiling(option, config)
     try:
-        value = int(text)
+        number = int(text)
     except ValueError:
         raise OptionError(f"{name} takes a whole number from {option.low} to {high}.") from None
-    if value < option.low:
+    if number < option.low:
         raise OptionError(f"{name} must be from {option.low} to {high}.")
-    if value > high:
-        return option.field, high, f"{name} is now {high}, the most this bot allows (you asked for {value})."
-    return option.field, value, f"{name} is now {value}."
+    if number > high:
+        return option.field, high, f"{name} is now {high}, the most this bot allows (you asked for {number})."
+    return option.field, number, f"{name} is now {number}."
 
 
 def describe(prefs: Any, config: Settings) -> list[str]:

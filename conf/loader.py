@@ -73,7 +73,7 @@ def build(cls: type, data: Mapping[str, Any], file: str, section: str) -> Any:
         if key not in known or key == "base_dir":
             raise ConfigError(f"{file}: unknown key '{_shown(dotted)}' (check the spelling against config.toml)")
         tp = hints[key]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):
                 raise ConfigError(f"{file}: '{dotted}' must be a table [{dotted}], got {value!r}")
             kwargs[key] = build(tp, value, file, dotted)

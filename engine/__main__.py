@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import sys
+from typing import NoReturn
 
 from engine.base import EngineError
 
@@ -25,7 +26,7 @@ EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's default prints usage too)
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
 
@@ -49,7 +50,7 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, o
             continue
         try:
             module = importlib.import_module(module_name)
-            add_arguments, _ = module.add_arguments, module.run  # type: ignore[attr-defined]
+            add_arguments, _ = module.add_arguments, module.run
         except Exception as exc:  # noqa: BLE001 - ImportError, or a module not finished yet
             logging.getLogger("engine").debug("cannot load %s", module_name, exc_info=True)
             raise EngineError(f"the {name!r} command is not available: {type(exc).__name__}: {exc}") from exc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -231,9 +231,13 @@ class Engine(Protocol):
     (engine.factory.build_engine makes one): nobody else touches a backend, a scheduler or counters.
     """
 
-    info: BackendInfo
-    # a hook for metrics and benchmarks: trace(event, key, segment_index), event "granted" (a segment got its
-    # slot) or "synthesized" (its last chunk was produced); None: not traced
+    @property
+    def info(self) -> BackendInfo:
+        """What the backend declares (its version changes when stored voice features must be derived again)."""
+        ...
+
+    # a hook for metrics and benchmarks: trace(event, key, segment_index), event "granted" (a unit of work got its
+    # slot) or "synthesized" (its audio was made); None: not traced
     trace: Callable[[str, Hashable, int], None] | None
 
     async def warm_up(self) -> None:
@@ -275,7 +279,7 @@ class Engine(Protocol):
         rate: int = DISCORD_RATE,
         channels: int = DISCORD_CHANNELS,
         urgent: bool = False,
-    ) -> AsyncIterator[AudioChunk]:
+    ) -> AsyncGenerator[AudioChunk, None]:
         """Yield audio segment by segment as it is synthesized, converted to `rate`/`channels`.
 
         At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES). `urgent` segments are

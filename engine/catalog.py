@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 from engine.backends.espeak import VOICE_NAME as ESPEAK_VOICE
 from engine.backends.espeak import EspeakBackend
@@ -102,7 +103,7 @@ class VoiceCatalog:
         code = base(language)
         if not code or code in self.speaks(voice):
             return dataclasses.replace(voice, language=code)
-        keep = {"speed": voice.speed, "pitch": voice.pitch, "language": code}
+        keep: dict[str, Any] = {"speed": voice.speed, "pitch": voice.pitch, "language": code}
         if code in self.primary.info.languages:
             return Voice(**keep)
         for name, backend in self.extras.items():

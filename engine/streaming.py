@@ -9,7 +9,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncGenerator, Callable, Hashable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -289,7 +289,7 @@ class StreamingEngine:
         rate: int = DISCORD_RATE,
         channels: int = DISCORD_CHANNELS,
         urgent: bool = False,
-    ) -> AsyncIterator[AudioChunk]:
+    ) -> AsyncGenerator[AudioChunk, None]:
         if self._closed:
             raise EngineError("The speech engine is shut down.")
         backend, voice = self.catalog.backend_for(voice)
@@ -316,7 +316,8 @@ class StreamingEngine:
 
         try:
             if stepped:
-                steps = asyncio.create_task(self._produce_steps(jobs, backend, voice, key, urgent, clock.due))
+                steps = asyncio.create_task(self._produce_steps(jobs, backend, voice, key, urgent,  # type: ignore[arg-type]
+                                                                clock.due))
             else:
                 start(0)
             for job in jobs:
@@ -582,7 +583,10 @@ class StreamingEngine:
         if self._registrar is None:
             self._registrar = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="engine-register")
         loop = asyncio.get_running_loop()
-        on_loop = None if progress is None else (lambda done: loop.call_soon_threadsafe(progress, done))
+        on_loop: Progress | None = None
+        if progress is not None:
+            def on_loop(done: float) -> None:
+                loop.call_soon_threadsafe(progress, done)
         return await loop.run_in_executor(
             self._registrar,
             lambda: register_clip(data, transcript, [self.backend], self.settings, max_bytes=max_bytes,  # type: ignore[list-item]
@@ -625,7 +629,8 @@ class StreamingEngine:
 
     def stats(self) -> EngineStats:
         sched = self.scheduler.stats()
-        return EngineStats(**self.counters.snapshot(), running=sched.running, waiting=sum(sched.waiting.values()),
+        return EngineStats(**self.counters.snapshot(), running=sched.running,  # type: ignore[arg-type]
+                           waiting=sum(sched.waiting.values()),
                            sessions=getattr(self.backend, "sessions_alive", None),
                            by_load={k: (a, s) for k, (a, s) in self.counters.by_load.items()})
 

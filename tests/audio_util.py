@@ -85,7 +85,7 @@ def speech_frames(x: np.ndarray) -> np.ndarray:
 
 def stretched_frames_correlation(fa: np.ndarray, fb: np.ndarray) -> float:
     """Correlation of two speech_frames after stretching fb's time axis to fa's length (another speed, Piper's
-    sampling noise). Two renderings of one of bench/load.py's phrases: 0.69-0.96; two of its phrases: at most 0.53."""
+    sampling noise). Two renderings of one of bench/load's phrases: 0.69-0.96; two of its phrases: at most 0.53."""
     if len(fa) < 10 or len(fb) < 10:
         return 0.0
     at = np.linspace(0, len(fb) - 1, len(fa))

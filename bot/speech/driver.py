@@ -138,7 +138,7 @@ class Track:
             pass  # the loop closed meanwhile
 
     def _resolve(self) -> None:
-        if not self.done.done():
+        if not self.done.done() and self.end is not None:
             self.done.set_result(self.end)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 DAVE_REQUIRED_CLOSE = 4017  # voice close code: the client did not offer DAVE
 
@@ -10,11 +10,20 @@ DAVE_REQUIRED_CLOSE = 4017  # voice close code: the client did not offer DAVE
 class DaveFacts(Protocol):
     """What these checks read of a voice client (bot/speech/voice_client.py's ObservedVoiceClient)."""
 
-    dave_protocol_version: int
-    can_encrypt: bool
-    voice_privacy_code: str | None
-    channel: object
-    user: object
+    @property
+    def dave_protocol_version(self) -> int: ...
+
+    @property
+    def can_encrypt(self) -> bool: ...
+
+    @property
+    def voice_privacy_code(self) -> str | None: ...
+
+    @property
+    def channel(self) -> Any: ...
+
+    @property
+    def user(self) -> Any: ...
 
 
 def e2ee_expected(vc: DaveFacts) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 FRAME_S = 0.02
 LENGTH_MARGIN = 1.25  # the rest of an utterance is assumed this much longer than estimated
 BURST_S = 2.0  # an engine that does not say how its audio comes: a sentence at a time, about this long
+UNIT_MARGIN = 1.25  # a unit takes up to this much longer to make than the guild's share says (the load varies)
 MIN_SECONDS_PER_CHAR = 0.02
 MAX_SECONDS_PER_CHAR = 0.3
 LEARN_WEIGHT = 0.05  # weight of the newest utterance in the seconds-per-character average
@@ -70,8 +71,8 @@ class Pacer:
 
         The rest R comes in units (self.units, after those already made) at r audio seconds per second: the player
         never runs dry when, for each unit k, what was in hand B plus the units before it last until it is made:
-        B >= C_k (1/r - 1) + c_k / r (c_k its audio, C_k the audio of the units before it). inf: synthesize it all
-        first."""
+        B >= C_k (1/r - 1) + m c_k / r (c_k its audio, C_k the audio of the units before it, m UNIT_MARGIN). inf:
+        synthesize it all first."""
         rest = self.rest(p)
         if rest <= 0:
             return 0.0
@@ -79,7 +80,7 @@ class Pacer:
             return math.inf
         need, before = 0.0, 0.0
         for unit in self._units_after(p, rest):
-            need = max(need, before * (1.0 / rate - 1.0) + unit / rate)
+            need = max(need, before * (1.0 / rate - 1.0) + UNIT_MARGIN * unit / rate)
             before += unit
         return need
 

@@ -46,7 +46,9 @@ class SpeechQueue:
         place = self._after_turns() if turn else self._front_of_readout() if urgent else len(self._waiting)
         before = ([cur] if cur is not None else []) + list(self._waiting)[:place]
         ahead = [u.progress() for u in before]
-        to_boundary = (cur.source.seconds_to_boundary() if cur.source.frames_read else 0.0) if gives_way else None
+        to_boundary = None
+        if gives_way and cur is not None and cur.source is not None:
+            to_boundary = cur.source.seconds_to_boundary() if cur.source.frames_read else 0.0
         if to_boundary is not None:  # what plays now gives way there (not heard yet: at once): only that is ahead
             ahead[0] = Progress(chars=0, produced_s=to_boundary, finished=True)
         # asked-for speech is synthesized in its own slots, urgent in the engine: readout ahead does not delay it

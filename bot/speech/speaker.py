@@ -161,6 +161,7 @@ class GuildSpeaker:
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()
+        assert exc is not None
         current = self.current.request.request_id if self.current is not None else "-"
         log.error("guild %s: the speaker stopped on request %s", self.guild_id, current,
                   exc_info=(type(exc), exc, exc.__traceback__))

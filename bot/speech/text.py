@@ -202,7 +202,8 @@ def _link_words(url: str, options: TextOptions) -> str:
     words = "a link"
     if options.links == "domain":
         host = re.split(r"[/?#]", url[:end].split("://", 1)[1], maxsplit=1)[0].rpartition("@")[2]
-        words = _HOST.match(host)[0].strip(".").removeprefix("www.") or words
+        found = _HOST.match(host)
+        words = (found[0] if found else "").strip(".").removeprefix("www.") or words
     return words + url[end:]
 
 
@@ -254,7 +255,7 @@ class _Renderer:
                     pieces.append(m[0][1:])  # with its marks
                 last = None
                 continue
-            words = getattr(self, m.lastgroup)(m).strip()
+            words = getattr(self, m.lastgroup or "")(m).strip()
             if words and words != last:  # a flood of the same emoji or mention is said once
                 pieces.append(f" {words} ")
                 last = words

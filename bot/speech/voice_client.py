@@ -96,11 +96,11 @@ class _ObservedConnectionState(VoiceConnectionState):
 
     def _set_state(self, state: ConnectionFlowState) -> None:
         before = self.state
-        VoiceConnectionState.state.fset(self, state)
+        VoiceConnectionState.state.fset(self, state)  # type: ignore[attr-defined]
         if state is not before:
             self.voice_client.flow_changed(state is ConnectionFlowState.connected, self.close_code)
 
-    state = property(VoiceConnectionState.state.fget, _set_state)
+    state = property(VoiceConnectionState.state.fget, _set_state)  # type: ignore[attr-defined]
 
     @property
     def close_code(self) -> int | None:

@@ -7,8 +7,9 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, cast
 
-from sqlalchemy import event, text
+from sqlalchemy import CursorResult, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -131,3 +132,8 @@ async def upgrade(url: str, revision: str = "head") -> None:
             await asyncio.to_thread(upgrade_sync, url, revision)
     except Exception as exc:
         raise StorageError(f"database {safe_url(url)} could not be upgraded: {exc}") from exc
+
+
+def rowcount(result: Any) -> int:
+    """The rows an UPDATE or DELETE touched (its CursorResult's rowcount)."""
+    return int(cast(CursorResult, result).rowcount)

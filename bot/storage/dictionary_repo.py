@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, func, select
 
-from bot.storage.database import Database
+from bot.storage.database import Database, rowcount
 from bot.storage.models import DictionaryEntryRow
 
 
@@ -33,7 +33,7 @@ async def remove(db: Database, guild_id: int, word: str) -> bool:
     async with db.sessions() as session, session.begin():
         result = await session.execute(
             delete(DictionaryEntryRow).where(DictionaryEntryRow.guild_id == guild_id, DictionaryEntryRow.word == word))
-        return bool(result.rowcount)
+        return bool(rowcount(result))
 
 
 async def replace_all(db: Database, guild_id: int, new: dict[str, str]) -> None:

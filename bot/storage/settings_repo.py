@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from bot import guild_options, user_options
 from bot.storage.database import Database
@@ -18,10 +18,14 @@ def _prefs_class(name: str, key: str, fields: list[tuple], doc: str) -> type:
     return cls
 
 
-UserPrefs = _prefs_class("UserPrefs", "user_id", [(o.field, o.kind, o.default) for o in user_options.USER_OPTIONS],
-                         "A user's settings, in every guild: one field per bot.user_options.USER_OPTIONS entry.")
-GuildPrefs = _prefs_class("GuildPrefs", "guild_id", guild_options.prefs_fields(),
-                          "A guild's settings: one field per bot.guild_options.GUILD_OPTIONS entry.")
+if TYPE_CHECKING:  # their fields are declared once, in the option tables: a type checker sees them as Any
+    UserPrefs: TypeAlias = Any
+    GuildPrefs: TypeAlias = Any
+else:
+    UserPrefs = _prefs_class("UserPrefs", "user_id", [(o.field, o.kind, o.default) for o in user_options.USER_OPTIONS],
+                             "A user's settings, in every guild: one field per bot.user_options.USER_OPTIONS entry.")
+    GuildPrefs = _prefs_class("GuildPrefs", "guild_id", guild_options.prefs_fields(),
+                              "A guild's settings: one field per bot.guild_options.GUILD_OPTIONS entry.")
 
 
 def _snapshot(cls: type, row: Any) -> Any:
@@ -34,7 +38,7 @@ async def _upsert(db: Database, model: type, cls: type, key: dict[str, Any], cha
     if unknown:
         raise ValueError(f"unknown setting(s): {', '.join(sorted(unknown))}")
     async with db.sessions() as session, session.begin():
-        row = await session.get(model, tuple(key.values()) if len(key) > 1 else next(iter(key.values())))
+        row: Any = await session.get(model, tuple(key.values()) if len(key) > 1 else next(iter(key.values())))
         if row is None:
             defaults = {f.name: getattr(cls(**key), f.name) for f in dataclasses.fields(cls)}
             row = model(**defaults)
@@ -48,7 +52,7 @@ async def _upsert(db: Database, model: type, cls: type, key: dict[str, Any], cha
 async def _get(db: Database, model: type, cls: type, key: int) -> Any:
     """The stored row as `cls`, or `cls`'s defaults when there is none."""
     async with db.sessions() as session:
-        row = await session.get(model, key)
+        row: Any = await session.get(model, key)
         return _snapshot(cls, row) if row else cls(key)
 
 

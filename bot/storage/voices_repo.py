@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from bot.storage.database import Database
+from bot.storage.database import Database, rowcount
 from bot.storage.models import UserSettingsRow, VoiceFeatureRow, VoiceRow, VoiceShareRow
 
 
@@ -197,7 +197,7 @@ async def delete_voice(db: Database, voice_id: str) -> bool:
             update(UserSettingsRow).where(UserSettingsRow.active_voice_id == voice_id).values(active_voice_id=None)
         )
         result = await session.execute(delete(VoiceRow).where(VoiceRow.id == voice_id))
-        return (result.rowcount or 0) > 0
+        return (rowcount(result) or 0) > 0
 
 
 async def share(db: Database, voice_id: str, kind: str, target_id: int) -> bool:
@@ -220,4 +220,4 @@ async def unshare(db: Database, voice_id: str, kind: str, target_id: int) -> boo
                 VoiceShareRow.target_id == target_id,
             )
         )
-        return (result.rowcount or 0) > 0
+        return (rowcount(result) or 0) > 0

@@ -271,7 +271,8 @@ def pack_features(model_input: Mapping[str, Any], transcript: str, prompt_text: 
         raise EngineError(f"The CosyVoice frontend returned no {', '.join(missing)}; is this a CosyVoice2 model?")
     meta = {"format": FEATURES_FORMAT, "backend": NAME, "transcript": transcript, "prompt_text": prompt_text}
     buf = io.BytesIO()
-    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8), **arrays)
+    np.savez(buf, **{"__meta__": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),  # type: ignore[arg-type]
+                     **arrays})
     return buf.getvalue()
 
 
@@ -310,7 +311,7 @@ class _Stop(Exception):
     """Raised into upstream's LLM thread to end an abandoned request early."""
 
 
-class _TokenList(list):  # type: ignore[type-arg]
+class _TokenList(list):
     """The request's speech-token list that upstream's `llm_job` appends to: wakes the waiting
     streaming loop at once (upstream polls every 0.1 s) and stops the LLM once the request is abandoned."""
 

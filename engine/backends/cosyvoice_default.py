@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.base import EngineError
+
 log = logging.getLogger(__name__)
 
 VOICE_ID = "default"
@@ -54,7 +56,7 @@ def cache_dir() -> Path:
 
 
 def default_features(
-    extract: Callable[[np.ndarray, int, str], bytes],
+    extract: Callable[..., bytes | None],
     backend_version: str,
     is_valid: Callable[[bytes], bool],
     make_prompt: Callable[[], Prompt] = piper_prompt,
@@ -69,14 +71,16 @@ def default_features(
     key = hashlib.sha256(json.dumps([backend_version, identity(), SENTENCE]).encode()).hexdigest()[:32]
     path = cache_dir() / f"{key}.npz"
     try:
-        blob = path.read_bytes()
-        if is_valid(blob):
-            return blob
+        cached = path.read_bytes()
+        if is_valid(cached):
+            return cached
         log.warning("ignoring the unreadable cached default voice %s", path)
     except OSError:
         pass
     clip, rate, transcript = make_prompt()
     blob = extract(clip, rate, transcript)
+    if blob is None:
+        raise EngineError("CosyVoice2 derived no features for its default voice's prompt.")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import subprocess
@@ -83,6 +84,7 @@ class EspeakBackend:
         proc = subprocess.Popen(self.command(voice), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         remove = cancel.on_cancel(proc.kill) if cancel is not None else (lambda: None)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # (all piped)
         try:
             try:
                 proc.stdin.write(text.encode("utf-8"))  # a segment is far below a pipe's buffer
@@ -98,13 +100,15 @@ class EspeakBackend:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            for stream in (proc.stdout, proc.stderr):
-                stream.close()
+            proc.stdout.close()
+            proc.stderr.close()
 
     def _read(self, proc: subprocess.Popen[bytes], cancel: CancelToken | None) -> Iterator[np.ndarray]:
+        out = proc.stdout
+        assert isinstance(out, io.BufferedReader)  # (piped, buffered)
         header = b""
         while len(header) < 44:  # espeak-ng writes a canonical 44-byte WAV header
-            more = proc.stdout.read1(44 - len(header))
+            more = out.read1(44 - len(header))
             if not more:
                 return
             header += more
@@ -112,7 +116,7 @@ class EspeakBackend:
             raise EngineError("eSpeak NG wrote audio in a form this engine does not read.")
         carry = b""
         while not (cancel is not None and cancel.cancelled):
-            data = proc.stdout.read1(READ_BYTES)
+            data = out.read1(READ_BYTES)
             if not data:
                 break
             data = carry + data

@@ -8,7 +8,7 @@ import functools
 import logging
 import threading
 from collections.abc import Hashable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,7 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # from 0.930 to 0.880; here, against the voice's whole runs, 0.964 -> 0.946: the words are kept and the seams join.)
 # Windows also bound the vocoder's memory (the engine after warm-up: 758 MB vocoding 150 characters whole, 557 MB in
 # 4 s windows with the shared arena).
+LEARNING_WINDOW = 320  # frames (4 s) of the windows that teach a voice's statistics (whole runs up to 6 s)
 FIRST = 64  # frames (0.8 s) of the first window when the statistics are learned and other inferences run
 FIRST_ALONE = 40  # ... and when none does (the first word sooner; the next window is made at the whole CPU's speed)
 # Each run starts with ~0.35 s of silence (the model's duration for its leading pad token): it is cut to LEAD_S before
@@ -127,13 +128,13 @@ class KokoroModel:
         self.vocab: dict[str, int] = kokoro_assets.vocabulary()
         self.clauses = frozenset(self.vocab[c] for c in ",.;:!?—…" if c in self.vocab)
         self.spaces = frozenset(self.vocab[c] for c in " " if c in self.vocab)
-        self._sessions: dict[tuple[str, int], object] = {}
+        self._sessions: dict[tuple[str, int], Any] = {}
         self._styles: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self._running = 0  # inferences running now
         self.norms = NormPools()
 
-    def session(self, name: str, threads: int | None = None) -> object:
+    def session(self, name: str, threads: int | None = None) -> Any:
         """The session of the part `name` with `threads` intra-op threads (default: the share beside others)."""
         key = (name, threads or self.threads[1])
         with self._lock:
@@ -194,7 +195,8 @@ class KokoroModel:
         """Audio of frames [lo, hi) (float32 mono, 24 kHz), the sine source starting where a whole run has it, its
         instance norms normalizing by `own` times their statistics over the window plus 1 - `own` times `norms`
         (NormPool.given; by their own alone without); and the statistics they computed (kokoro_graph.NORMS_OUT)."""
-        start = phases[:, lo - 1:lo, :].astype(np.float32) if lo > 0 else np.zeros((1, 1, graph.HARMONICS), np.float32)
+        start = (phases[:, lo - 1:lo, :].astype(np.float32) if lo > 0 and phases is not None
+                 else np.zeros((1, 1, graph.HARMONICS), np.float32))
         shape = self._norms_shape()
         feeds = {graph.X: np.ascontiguousarray(x[:, :, lo:hi]), graph.F0: np.ascontiguousarray(f0[:, lo:hi]),
                  "style": style, graph.PHASE0: start,
@@ -227,7 +229,7 @@ class KokoroModel:
         """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from LEAD_S before its first sound to
         `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item
         (kokoro_windows.windows): from FIRST frames once the statistics of `key` (voice, language, pitch) are learned,
-        normalized by those alone, else from WINDOW frames, normalized by their own (which teach those of `key`).
+        normalized by those alone, else from LEARNING_WINDOW frames, normalized by their own (which teach them).
         `shape` maps the F0 the vocoder is given and corrects the stitched audio as it comes (kokoro_shape.ShapeStream:
         a registered voice, a changed pitch).
         Each renders SIDE frames beyond its ends, its sine phase continued from where a whole run has it, and is
@@ -240,8 +242,10 @@ class KokoroModel:
         n = x.shape[2]
         given = self.norms.given(key) if key is not None else None
         start, end = (0, n) if given is None else self.sounding(tokens, frames, n, pause_s)
-        first = WINDOW if given is None else FIRST_ALONE if self.idle() else FIRST
-        spans = [(start + a, start + b) for a, b in windows(end - start, first)]
+        if given is None:  # normalized by their own statistics: long windows (short ones cost words)
+            spans = windows(n, LEARNING_WINDOW, LEARNING_WINDOW)
+        else:
+            spans = [(start + a, start + b) for a, b in windows(end - start, FIRST_ALONE if self.idle() else FIRST)]
         phases = self.start_phases(f0) if len(spans) > 1 or start else None
         stitcher = Stitcher(end)
         corrector = ShapeStream(shape, f0) if shape is not None and shape.corrects else None
@@ -281,8 +285,9 @@ def _loud_frames(audio: np.ndarray) -> np.ndarray:
 
 
 def _limited(audio: np.ndarray) -> np.ndarray:
-    peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
-    return audio / peak if peak > 1.0 else audio
+    """`audio` within full scale: a rare peak over it clipped (scaling a whole window down would step the level at its
+    seams)."""
+    return np.clip(audio, -1.0, 1.0)
 
 
 class KokoroBackend:
@@ -305,7 +310,7 @@ class KokoroBackend:
             raise BackendUnavailable(f"Kokoro's voice packs {', '.join(missing)} are missing: "
                                      f"{kokoro_assets.SETUP_HINT}.")
         self._piper_settings = piper or EngineSettings()
-        self._piper: object | None = None
+        self._piper: Any = None
         self._piper_lock = threading.Lock()
         self._prints: dict[str, Voiceprint] | None = None
         self._warmed = 0  # warm_up calls so far
@@ -424,6 +429,7 @@ class KokoroBackend:
             return self._piper
 
     def _piper_voice(self, voice: Voice) -> Voice:
+        assert voice.profile is not None  # (only a registered voice is an earlier one)
         profile = dataclasses.replace(voice.profile, backend="piper")
         return dataclasses.replace(voice, name="default", profile=profile)
 
@@ -458,10 +464,10 @@ class KokoroBackend:
         if voice.profile is not None and not KokoroStyle.is_style(voice.profile.features):
             yield from self._piper_speaks(text, voice, cancel)
             return
-        match = None
+        match, who = None, ""  # who: what the vocoder's statistics are learned for (a pack or a fitted style)
         if voice.profile is not None:
             (rows, match), language = self.fitted(voice.profile.features), base(voice.language) or "en"
-            british, who = False, voice.profile.features
+            british, who = False, voice.profile.features.hex()
         else:
             pack = self.pack_for(voice)
             rows, language = self.model.style(pack), base(voice.language) or pack_language(pack) or "en"

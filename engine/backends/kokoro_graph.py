@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -207,7 +208,7 @@ def with_start_phase(model) -> None:
     graph.node.extend(nodes)
 
 
-def _instance_norms(graph) -> list[tuple[object, object]]:
+def _instance_norms(graph) -> list[tuple[Any, Any]]:
     """The generator's instance norms as (mean node, variance node): ReduceMean(x) and ReduceMean_2((x - mean)^2)."""
     nodes = {n.name: n for n in graph.node}
     means = [n for n in graph.node if n.op_type == "ReduceMean" and "/generator/" in n.name

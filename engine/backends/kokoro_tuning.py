@@ -10,6 +10,7 @@ import platform
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def host() -> dict[str, object]:
             "flags": found.get("flags") or found.get("Features", ""), "cores": usable_cores()}
 
 
-def stamp() -> dict[str, object]:
+def stamp() -> dict[str, Any]:
     return {"version": TUNING_VERSION, "graph": kokoro_assets.graph_stamp(), "host": host()}
 
 

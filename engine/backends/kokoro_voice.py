@@ -207,6 +207,7 @@ class StyleFit:
         from engine.voices import matching
 
         rows = best.rows(self.style)
+        assert self.audio is not None  # (run() corrects only a fit with the clip's audio)
         try:
             calibration = matching.calibrate(lambda text: (self.render(text, rows), RATE))
             match = matching.estimate_profile(self.audio, RATE, calibration=calibration,

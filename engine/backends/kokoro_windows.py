@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 HOP = 300  # samples of 24 kHz audio per decoder frame
-WINDOW = 320  # frames (4 s) per window at most (the last up to 1.5x, so none is short)
+# frames (2 s) per window at most (the last up to 1.5x, so none is short): a window holds a slot while it is made (at
+# most ~1.7 s on 2 AVX2 cores busy), so a window of speech running dry waits at most that for one; 4 s windows (320)
+# held slots for up to 3.5 s there, longer than speech running low has in hand (underruns in the load bench's plans)
+WINDOW = 160
 # frames a window renders beyond each end (the convolutions' reach): with learned statistics 8 joined as well as 16
 # (worst seam 1.10 vs 1.09 of the whole run's flux) at 1.10x the whole runs' vocoding time instead of 1.23x
 SIDE = 8
@@ -14,14 +17,14 @@ CROSSFADE = 2400  # samples (0.1 s) over which two windows are cross-faded (20 m
 RAMP = 12_000  # samples (0.5 s) over which a window's level eases from the one before's back to its own
 
 
-def windows(n: int, first: int = WINDOW) -> list[tuple[int, int]]:
+def windows(n: int, first: int = WINDOW, most: int = WINDOW) -> list[tuple[int, int]]:
     """The frames [a, b) each vocoder window of an n-frame run contributes: the first `first` frames, each next 1.5x
-    the one before up to WINDOW, the last up to 1.5x its size (so none is short); the whole run when it is at most
+    the one before up to `most`, the last up to 1.5x its size (so none is short); the whole run when it is at most
     1.5x `first`. They bound the vocoder's memory and let a sentence play while it is made."""
     cuts, size = [0], first
     while n - cuts[-1] > size * 3 // 2:
         cuts.append(cuts[-1] + size)
-        size = min(WINDOW, size * 3 // 2)
+        size = min(most, size * 3 // 2)
     return list(zip(cuts, [*cuts[1:], n]))
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class PiperModel:
     """A Piper voice read from disk once per process: its config, model bytes and identity."""
 
     path: Path
-    config: object  # piper.PiperConfig
+    config: Any  # piper.PiperConfig
     model_bytes: bytes
     sha256: str
     languages: tuple[str, ...] = ("en",)  # from its .onnx.json (engine.languages.piper_languages)
@@ -128,7 +129,7 @@ class PiperBackend:
         self.model = load_model(str(Path(path).expanduser().resolve()))
         cfg = self.model.config
         self.intra_op_threads = intra_op_threads(self.settings, self.workers)
-        self._voices: SessionPool[object] = SessionPool(self._new_voice, self.workers)
+        self._voices: SessionPool[Any] = SessionPool(self._new_voice, self.workers)
         speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
         self.info = BackendInfo(
             name="piper",
@@ -141,7 +142,7 @@ class PiperBackend:
         )
         self._warned_matching = False
         self._max_phonemes: int | None = None  # the warm-up sentence's phonemes: the longest single run
-        self._calibration: object | None = None  # engine.matching.Calibration of the default voice, made once
+        self._calibration: Any = None  # engine.matching.Calibration of the default voice, made once
         self._calibration_lock = threading.Lock()
         # what a registration fits; None: the parts of engine.piper.matching (bench/voices.py --ablation varies it)
         self.matching_parts: frozenset[str] | None = None
@@ -152,10 +153,10 @@ class PiperBackend:
 
     # -- sessions -------------------------------------------------------------------------------
 
-    def _new_session(self) -> object:
+    def _new_session(self) -> Any:
         return new_session(self.model.model_bytes, self.intra_op_threads)
 
-    def _new_voice(self) -> object:
+    def _new_voice(self) -> Any:
         """A PiperVoice over a new session and the shared config."""
         from piper import PiperVoice
 
@@ -205,7 +206,7 @@ class PiperBackend:
         rate = profile.rate if profile is not None else 1.0
         return min(max(voice.speed * rate, MIN_SPEED), MAX_SPEED)
 
-    def _run(self, pv: object, phoneme_ids: list[int], speed: float, voice: Voice,
+    def _run(self, pv: Any, phoneme_ids: list[int], speed: float, voice: Voice,
              cancel: CancelToken | None) -> np.ndarray:
         cfg = self.model.config
         scales = np.array(

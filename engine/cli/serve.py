@@ -8,6 +8,7 @@ import asyncio
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from conf.loader import DEFAULT_CONFIG, ConfigError, load_section
 from engine.backends import backend_names
@@ -50,7 +51,7 @@ def settings_from(args: argparse.Namespace, environ: dict[str, str] | None = Non
     except ConfigError as exc:
         raise EngineError(str(exc)) from None
 
-    def given(mapping: dict[str, str]) -> dict[str, object]:
+    def given(mapping: dict[str, str]) -> dict[str, Any]:
         return {key: getattr(args, flag) for flag, key in mapping.items() if getattr(args, flag) is not None}
 
     server = replace(base.server, **given(_SERVER_FLAGS))

@@ -22,4 +22,5 @@ def with_conversion(backend: Backend | AsyncBackend, settings: EngineSettings) -
     from engine.conversion.model import Converter
 
     threads = intra_op_threads(settings.piper, settings.workers)
-    return ConvertedBackend(backend, Converter(settings.conversion.model, threads, settings.workers))
+    return ConvertedBackend(backend, Converter(settings.conversion.model, threads,  # type: ignore[arg-type]
+                                               settings.workers))

@@ -25,7 +25,7 @@ class SpeakerEncoder(nn.Module):
         self.model = model
 
     def forward(self, spec: torch.Tensor) -> torch.Tensor:
-        return self.model.ref_enc(spec.transpose(1, 2)).unsqueeze(-1)
+        return self.model.ref_enc(spec.transpose(1, 2)).unsqueeze(-1)  # type: ignore[operator]
 
 
 class ToneConverter(nn.Module):
@@ -37,7 +37,8 @@ class ToneConverter(nn.Module):
 
     def forward(self, spec: torch.Tensor, spec_lengths: torch.Tensor, src_se: torch.Tensor, tgt_se: torch.Tensor,
                 tau: torch.Tensor) -> torch.Tensor:
-        return self.model.voice_conversion(spec, spec_lengths, sid_src=src_se, sid_tgt=tgt_se, tau=tau)[0]
+        return self.model.voice_conversion(  # type: ignore[operator]
+            spec, spec_lengths, sid_src=src_se, sid_tgt=tgt_se, tau=tau)[0]
 
 
 def _strip_weight_norm(model: nn.Module) -> None:
@@ -79,7 +80,7 @@ def load_openvoice(repo: Path, converter_dir: Path) -> tuple[nn.Module, dict]:
     """Upstream's SynthesizerTrn built from `converter_dir`/config.json with checkpoint.pth's weights, and
     that config (the OpenVoice checkout `repo` supplies the code)."""
     sys.path.insert(0, str(repo))
-    from openvoice.models import SynthesizerTrn  # type: ignore[import-not-found]
+    from openvoice.models import SynthesizerTrn
 
     hps = json.loads((converter_dir / "config.json").read_text(encoding="utf-8"))
     model = SynthesizerTrn(

@@ -123,7 +123,7 @@ class Converter:
         if spec.shape[-1] == 0:
             raise EngineError("The clip is too short to take its speaker's voice from.")
         with self._encoder_lock:
-            se = self._encoder.run(None, {"spec": spec})[0]  # type: ignore[attr-defined]
+            se = self._encoder.run(None, {"spec": spec})[0]
         return self.speaker(np.asarray(se, dtype="<f4").tobytes())
 
     def speaker(self, blob: bytes) -> np.ndarray:

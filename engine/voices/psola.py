@@ -20,7 +20,8 @@ def pitch_marks(x: np.ndarray, sr: int, f0: np.ndarray, frame_s: float) -> tuple
     while t < n:
         hz = f0[frames[t]] if frames is not None else 0.0
         if hz <= 0:
-            marks.append(t), voiced.append(False)
+            marks.append(t)
+            voiced.append(False)
             t += step_u
             continue
         period = sr / hz
@@ -34,7 +35,8 @@ def pitch_marks(x: np.ndarray, sr: int, f0: np.ndarray, frame_s: float) -> tuple
             peak = marks[-1] + 1
         if peak >= n:
             break
-        marks.append(peak), voiced.append(True)
+        marks.append(peak)
+        voiced.append(True)
         t = peak + 1 if hi <= lo else max(peak + 1, int(marks[-1] + period * (1 - SEARCH)))
     return np.asarray(marks, dtype=np.int64), np.asarray(voiced, dtype=bool)
 

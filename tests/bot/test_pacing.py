@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from bot.speech.pacing import BURST_S, CATCH_UP_FROM_S, CATCH_UP_FULL_S, Pacer, Progress, catch_up_speed
+from bot.speech.pacing import (
+    BURST_S,
+    CATCH_UP_FROM_S,
+    CATCH_UP_FULL_S,
+    UNIT_MARGIN,
+    Pacer,
+    Progress,
+    catch_up_speed,
+)
 from engine.base import Capacity
 
 
@@ -37,7 +45,7 @@ def simulate(pacer: Pacer, audio_s: float, chars: int, rate: float) -> tuple[flo
     return start, dry
 
 
-KOKORO_WINDOWS = (0.8, 1.2, 1.8, 2.7, 4.0)  # what engine/backends/kokoro.py declares (BackendInfo.units)
+KOKORO_WINDOWS = (0.8, 1.2, 1.8, 2.0)  # what engine/backends/kokoro.py declares (BackendInfo.units)
 
 
 @pytest.mark.parametrize("units", [(BURST_S,), KOKORO_WINDOWS], ids=["sentences", "windows"])
@@ -101,8 +109,8 @@ def test_catch_up_speed_rises_with_the_backlog_within_the_setting():
 
 def test_the_next_unit_the_engine_names_is_what_the_hold_covers():
     pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
-    first = Progress(chars=50, produced_s=0.4, next_s=0.75)  # a first window made, 60 frames next
-    assert pacer.buffer_needed(first, rate=1.9) == pytest.approx(0.75 / 1.9)
-    assert pacer.may_start(first, 0.4, rate=1.9)  # the first window covers making the second: play it now
-    unknown = Progress(chars=50, produced_s=0.4)  # without it, the schedule's second unit (1.2 s) is assumed
-    assert not pacer.may_start(unknown, 0.4, rate=1.9)
+    first = Progress(chars=50, produced_s=0.5, next_s=0.75)  # a first window made, 60 frames next
+    assert pacer.buffer_needed(first, rate=1.9) == pytest.approx(UNIT_MARGIN * 0.75 / 1.9)
+    assert pacer.may_start(first, 0.5, rate=1.9)  # the first window covers making the second: play it now
+    unknown = Progress(chars=50, produced_s=0.5)  # without it, the schedule's second unit (1.2 s) is assumed
+    assert not pacer.may_start(unknown, 0.5, rate=1.9)

@@ -152,7 +152,7 @@ async def test_a_segment_with_audio_in_hand_lets_a_first_segment_go_first_and_on
 
 async def test_asked_for_speech_with_audio_in_hand_lets_readout_start_and_goes_first_once_it_runs_dry() -> None:
     """A long /say's later segments must not hold back every readout's first segment while it has audio to
-    play (they did, for 10 s, under bench/load.py's under plan); once its audio runs low it goes first again."""
+    play (they did, for 10 s, under bench/load's under plan); once its audio runs low it goes first again."""
     import time
 
     sched = Scheduler(max_concurrency=1, per_key_limit=1)

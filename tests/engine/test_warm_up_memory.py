@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # In a fresh process (RSS of this one carries every earlier test): warm up, then the soak's sentences twice.
 AFTER_WARM_UP = """
 import json
-from bench.soak import SENTENCES
+from bench.soak_measures import SENTENCES
 from engine.base import Voice
 from engine.backends.piper import PiperBackend
 

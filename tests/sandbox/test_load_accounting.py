@@ -1,4 +1,4 @@
-"""bench/load.py's accounting: talk spurts cut by the order the bot sent its packets, paired in order with the bot's
+"""bench/load's accounting: talk spurts cut by the order the bot sent its packets, paired in order with the bot's
 stretches (however late the sandbox heard them), notices matched to the items they tell about, double counts and
 unanswered /say counted as failures, and heard audio checked against its text."""
 
@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from bench import load
-from bench.load import CONTENT_MARGIN, Item, content_margin, find_audio, spurts, tally, told
+from bench.load import report as load_report
+from bench.load.accounting import CONTENT_MARGIN, bot_posts, content_margin, find_audio, spurts, tally, told
+from bench.load.traffic import OVER, QUICK, UNDER, Item
 from sandbox.capture import Packet
 
 FRAME = 0.02
@@ -189,7 +190,7 @@ def test_a_stretch_that_lost_frames_beyond_the_slack_is_not_heard() -> None:
 
 
 def result(**changes) -> dict:
-    r = {"plan": load.QUICK, "actions": 40, "calibration": {}, "sent_s": 20.0, "drained": True, "load_s": 30.0,
+    r = {"plan": QUICK, "actions": 40, "calibration": {}, "sent_s": 20.0, "drained": True, "load_s": 30.0,
          "setup_s": 5.0,
          "capacity": 5.0, "mean_phrase_s": 1.2, "sent": {}, "hostile": {}, "engine_beside": {}, "cores": (1.0, 0.5),
          "offered": 0.7, "accepted": 30, "heard": 30, "told": 0, "skipped_by_user": 0, "lost": 0, "counted_twice": 0,
@@ -204,7 +205,7 @@ def result(**changes) -> dict:
 def report(**changes) -> tuple[int, str]:
     out = io.StringIO()
     with redirect_stdout(out):
-        rc = load.report(result(**changes))
+        rc = load_report.report(result(**changes))
     return rc, out.getvalue()
 
 
@@ -217,7 +218,7 @@ def test_unanswered_say_and_double_counts_are_goals_of_zero() -> None:
 
 
 def test_the_quick_plan_has_the_under_plans_goals() -> None:
-    assert load.QUICK.goals == load.UNDER.goals
+    assert QUICK.goals == UNDER.goals
     rc, out = report(rest={"say": [1.5], "readout": [0.5]})
     assert rc == 1 and "say_own_wait_p95_s: 1.50 (goal <= 1.00) MISSED" in out
     rc, out = report(rest={"say": [0.5], "readout": [2.5]})
@@ -229,7 +230,7 @@ def test_under_goals_count_the_bots_own_wait_and_the_totals_are_shown_without_a_
     assert rc == 0, out
     assert "say_ttfa_p95_s: 6.00 (no goal" in out and "readout_delay_p95_s: 13.00 (no goal" in out
     assert "say_own_wait_p95_s: 0.50 (goal <= 1.00) OK" in out
-    rc, out = report(plan=load.OVER, say_ttfa=[11.0])  # the over plan keeps its goals on the total waits
+    rc, out = report(plan=OVER, say_ttfa=[11.0])  # the over plan keeps its goals on the total waits
     assert rc == 1 and "say_ttfa_p95_s: 11.00 (goal <= 10.00) MISSED" in out
     assert "say_own_wait_p95_s: 0.00 (no goal" not in out and "say_own_wait_p95_s:" in out
 
@@ -265,5 +266,5 @@ def test_the_bots_posts_before_the_run_are_about_none_of_its_items() -> None:
     mark = SimpleNamespace(id=snowflake(T0 - 1), author=user, content="last message before the run")
     later = SimpleNamespace(id=snowflake(T0 + 9), author=bot, content="Skipped 1 message to catch up.")
     theirs = SimpleNamespace(id=snowflake(T0 + 10), author=user, content="hello")
-    assert load.bot_posts([earlier, mark, later, theirs], 1, mark.id) == [later]
-    assert load.bot_posts([earlier, mark, later, theirs], 1, 0) == [earlier, later]
+    assert bot_posts([earlier, mark, later, theirs], 1, mark.id) == [later]
+    assert bot_posts([earlier, mark, later, theirs], 1, 0) == [earlier, later]

@@ -1,0 +1,247 @@
+"""Running a load plan: the engine's capacity measured, the bot started in its own process, the plan calibrated at full
+load beside the bot's playback, its actions sent, and everything heard or told accounted for."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from bench._harness import bench_settings, bot_subprocess, cpu_seconds, engine_totals, pct, peak_rss_mb
+from bench.load.accounting import References, account
+from bench.load.traffic import (
+    HOSTILE_SHARE,
+    PHRASES,
+    SPEECH_SHARE,
+    Dump,
+    Item,
+    Plan,
+    Room,
+    Traffic,
+    build_rooms,
+    expected_texts,
+    first_text,
+    hostile,
+    mean_item,
+    prepare,
+    schedule,
+)
+from sandbox import Sandbox, restore_discord
+
+CAPACITY_S = 12.0  # how long the capacity is measured
+
+
+CAPACITY_STREAMS = 8
+
+
+async def measure_capacity(engine) -> tuple[float, dict[tuple[str, str], float | None], References]:
+    """(audio seconds per wall second with CAPACITY_STREAMS concurrent streams of this load's phrases: every slot
+    busy, the audio seconds the bot should say for each (kind, phrase or hostile kind): None when it refuses, 0 for
+    nothing to say, and the References, rendered at speed 1), on `engine`, built from the bot's own settings."""
+    from engine.base import Voice
+
+    await engine.warm_up()
+    texts = await expected_texts()
+    refs = References(engine, texts)
+    await refs.render({1.0})
+    lengths = {key: None if text is None else 0.0 if not text else refs.seconds.get((text, 1.0))
+               or len(await engine.synthesize_all(text, Voice())) / (48_000 * 4) for key, text in texts.items()}
+    made = 0.0
+    stop_at = time.monotonic() + CAPACITY_S
+
+    async def stream(k: int) -> None:
+        nonlocal made
+        rng = random.Random(k)
+        while time.monotonic() < stop_at:
+            async for chunk in engine.stream(rng.choice(PHRASES), Voice(), key=("capacity", k)):
+                made += chunk.duration
+    t0 = time.monotonic()
+    await asyncio.gather(*(stream(k) for k in range(CAPACITY_STREAMS)))
+    return made / (time.monotonic() - t0), lengths, refs
+
+
+async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[str, float], traffic: Traffic) -> None:
+    rng = random.Random(plan.seed + 1)
+    speed: dict[int, float] = collections.defaultdict(lambda: 1.0)  # each user's speed, once the bot confirmed it
+    asked: dict[int, float] = collections.defaultdict(lambda: 1.0)  # ... and as last asked for
+    pending: list[asyncio.Task] = []
+    start = time.monotonic()
+    for at, ri, ui, kind in schedule(plan, rooms, actions):
+        delay = start + at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        room, user = rooms[ri], rooms[ri].users[ui]
+        gid = room.guild.id
+        traffic.sent[kind] += 1
+        if kind in ("readout", "say"):
+            text = key = rng.choice(PHRASES)
+            if rng.random() < HOSTILE_SHARE:
+                key, text = hostile(rng, [u.id for u in room.users])
+                traffic.hostile[key] += 1
+            length = lengths[(kind, key)]
+            speeds = sorted({speed[user.id], asked[user.id]})  # a change not yet confirmed may apply already
+            expected = None if length is None else length / speeds[-1]
+            traffic.offered_audio_s += expected or 0.0
+            item = Item(kind, key, time.monotonic(), user.id, expected, accepted=length != 0.0,
+                        expected_hi=None if length is None else length / speeds[0])
+            traffic.items[gid].append(item)
+            if kind == "readout":
+                message = await sb.post(user, room.general, text,
+                                        mentions=room.users if text.startswith("<@") else None)
+                item.message_id = message.id
+            else:
+                item.interaction = await sb.slash(user, room.general, "say", text=text)
+            continue
+        options = {}
+        if kind == "voice settings":
+            options = {"speed": rng.choice([0.9, 1.0, 1.2])}
+            asked[user.id] = options["speed"]
+        it = await sb.slash(user, room.general, kind, **options)
+        traffic.commands.append((gid, kind, it))
+        if kind == "voice settings":
+            pending.append(asyncio.create_task(_track_speed(it, user.id, options["speed"], speed)))
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _track_speed(it, user_id: int, value: float, speed: dict) -> None:
+    """Later utterances of this user are expected at the new speed once the bot confirmed it."""
+    try:
+        await it.wait_text(timeout=60)
+        speed[user_id] = value
+    except Exception:  # noqa: BLE001 - a /settings reply that never came: the speed stays unconfirmed
+        pass
+
+
+async def settle(sb, rooms: list[Room], traffic: Traffic, timeout: float) -> bool:
+    """Until every channel has been quiet for 4 s (nothing left to say or tell), at most `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last = max((p.at for r in rooms for p in sb.capture(r.guild).packets[-1:]), default=0.0)
+        answered = all(first_text(it.interaction) is not None
+                       for items in traffic.items.values() for it in items if it.kind == "say")
+        if answered and time.monotonic() - last > 4.0:
+            return True
+        await asyncio.sleep(0.5)
+    return False
+
+
+async def run(plan: Plan) -> dict:
+    from engine.factory import build_engine
+
+    with tempfile.TemporaryDirectory(prefix="load-") as tmp:
+        data = Path(tmp)
+        engine_settings = bench_settings(data).engine
+        engine = build_engine(engine_settings)  # the bot's settings, as the bot builds it: capacity and references
+        try:
+            return await _run(plan, data, engine)
+        finally:
+            await engine.close()
+
+
+async def _run(plan: Plan, data: Path, engine) -> dict:
+    """The plan against the bot in its own process, sized and checked with `engine` (capacity, references)."""
+    capacity, lengths, refs = await measure_capacity(engine)
+    engine_settings = bench_settings(data).engine
+    slots = min(engine_settings.workers, engine_settings.max_concurrency)
+    mean = mean_item(lengths)
+    actions = max(20, round(plan.factor * capacity * plan.window_s / (mean * SPEECH_SHARE)))
+    traffic = Traffic()
+    async with Sandbox() as sb:
+        rooms = await build_rooms(sb, plan)
+        async with bot_subprocess(sb, data, max_s=plan.window_s + plan.drain_s + 900) as child:
+            t_setup = time.monotonic()
+            await prepare(sb, rooms)
+            await settle(sb, rooms, traffic, 120)
+            for r in rooms:
+                sb.capture(r.guild).clear()
+            setup_s = time.monotonic() - t_setup
+            calibration = {}
+            if plan.calibrate_s > 0:
+                calibration = await calibrate(sb, plan, rooms, data, capacity, slots, mean, lengths)
+                actions = max(20, round(plan.factor * calibration["capacity"] * plan.window_s /
+                                        (mean * SPEECH_SHARE)))
+            # what the bot posted before (setup, the calibration's notices) is about none of this run's items
+            before = {r.guild.id: max((m.id for m in r.general.messages), default=0) for r in rooms}
+            t0, cpu0, own0 = time.monotonic(), cpu_seconds(child.pid), cpu_seconds()
+            await drive(sb, plan, rooms, actions, lengths, traffic)
+            sent_s = time.monotonic() - t0
+            cores = ((cpu_seconds(child.pid) - cpu0) / sent_s, (cpu_seconds() - own0) / sent_s)
+            drained = await settle(sb, rooms, traffic, plan.drain_s)
+            load_s = time.monotonic() - t0
+            bot_peak = peak_rss_mb(child.pid)
+        stats = json.loads((data / "child-stats.json").read_text())
+        if Dump.entries is not None:
+            Dump.entries.append({"child_log": (data / "child.log").read_text(errors="replace")[-200_000:],
+                         "utterances": (data / "utterances.jsonl").read_text()})
+        utterances = [json.loads(line) for line in (data / "utterances.jsonl").read_text().splitlines()]
+        await refs.render({u.get("speed", 1.0) for u in utterances})  # each speed played, after the bot's run
+        counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0], refs, before)
+    restore_discord()
+    utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
+    played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
+    return {
+        **counts, "plan": plan, "capacity": capacity, "mean_phrase_s": mean, "actions": actions,
+        "calibration": calibration,
+        "offered": traffic.offered_audio_s / plan.window_s / calibration.get("capacity", capacity),
+        "sent": dict(traffic.sent),
+        "hostile": dict(traffic.hostile), "setup_s": setup_s, "sent_s": sent_s, "load_s": load_s,
+        "drained": drained, "cores": cores, "bot_peak_rss_mb": max(bot_peak, stats["peak_rss_mb"]),
+        "loop_lag_p99_ms": pct(stats["lag_s"], 0.99) * 1000 if stats["lag_s"] else float("nan"),
+        "underruns": sum(u["underruns"] for u in played), "played": len(played),
+        "faster": [u["catch_up"] for u in played if u["catch_up"] > 1.0],
+        "engine_beside": engine_beside(stats["engine"], t0, t0 + sent_s, slots),
+        "outcomes": dict(collections.Counter(u["outcome"] for u in utterances)),
+    }
+
+
+async def calibrate(sb, plan: Plan, rooms: list[Room], data: Path, capacity: float, slots: int,
+                    mean: float, lengths: dict) -> dict:
+    """Load at the plan's factor (at most 1x) of the capacity measured alone for `plan.calibrate_s`, read how fast the
+    bot's engine synthesized meanwhile with every slot busy, beside its playback and the sandbox, let it drain, and
+    clear the captures; the capacity there sizes the plan."""
+    trial = dataclasses.replace(plan, window_s=plan.calibrate_s, seed=plan.seed + 1000, factor=min(plan.factor, 1.0))
+    actions = max(10, round(trial.factor * capacity * trial.window_s / (mean * SPEECH_SHARE)))
+    t0 = time.monotonic()
+    await drive(sb, trial, rooms, actions, lengths, Traffic())
+    t1 = time.monotonic()
+    await asyncio.sleep(1.5)  # the child writes its engine's totals each second
+    beside = engine_beside(engine_totals(data), t0, t1, slots)
+    if not beside:
+        raise RuntimeError("calibration: the bot's engine reported no totals")
+    await settle(sb, rooms, Traffic(), plan.drain_s)
+    await asyncio.sleep(3.0)  # what was still speaking ends
+    for r in rooms:
+        sb.capture(r.guild).clear()
+    return {**beside, "seconds": t1 - t0, "actions": actions}
+
+
+MIN_FULL_S = 5.0  # slot seconds at full load a stretch needs for its speed there to size a plan
+
+
+def engine_beside(totals: list, t0: float, t1: float, slots: int) -> dict:
+    """How the bot's engine did while the load was sent, beside everything else on the machine (the bot's
+    playback, the sandbox): the share of its slots' time it was synthesizing, the audio it made per second, and its
+    speed with every slot busy (audio per slot-second at full load, as the engine measured it window by window: one
+    inference may use every core, so a slot alone runs faster than each of several at once), and from that the
+    capacity it has there, the load it runs at when it is full. With too little time at full load, the nearest load
+    measured, its total shared among the slots."""
+    inside = [t for t in totals if t0 <= t[0] <= t1]
+    if len(inside) < 2:
+        return {}
+    (ta, audio_a, synth_a, load_a), (tb, audio_b, synth_b, load_b) = inside[0], inside[-1]
+    per_load = {int(k): [v[0] - load_a.get(k, [0.0, 0.0])[0], v[1] - load_a.get(k, [0.0, 0.0])[1]]
+                for k, v in load_b.items()}
+    measured = {k: a / s for k, (a, s) in per_load.items() if s >= MIN_FULL_S or (k == slots and s > 0)}
+    if not measured:
+        return {}
+    level = slots if slots in measured else min(measured, key=lambda k: abs(k - slots))
+    full = measured[level] * min(1.0, level / slots)
+    return {"busy": (synth_b - synth_a) / (slots * (tb - ta)), "per_slot_full": full, "level": level,
+            "full_s": per_load.get(slots, [0.0, 0.0])[1], "capacity": slots * full,
+            "made": (audio_b - audio_a) / (tb - ta),
+            "speeds": {k: round(v, 2) for k, v in sorted(measured.items())}}
