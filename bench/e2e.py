@@ -493,9 +493,9 @@ def kokoro_windows() -> tuple[float, str]:
     import librosa
 
     from bench.listen import Recognizer, to16k, wer
-    from engine.backends.kokoro import LEAD_S, OTHER_PAUSE_S, KokoroBackend, from_first_sound, to_last_sound
-    from engine.backends.kokoro_g2p import phonemize
-    from engine.backends.kokoro_windows import CROSSFADE
+    from engine.backends.kokoro.backend import LEAD_S, OTHER_PAUSE_S, KokoroBackend, from_first_sound, to_last_sound
+    from engine.backends.kokoro.g2p import phonemize
+    from engine.backends.kokoro.windows import CROSSFADE
 
     backend, recognizer = KokoroBackend(workers=1), Recognizer()
     worst, pairs_windowed, pairs_whole, seams = 0.0, [], [], 0

@@ -84,7 +84,7 @@ def _reference(args: argparse.Namespace) -> tuple[np.ndarray, int, str]:
 
         audio, rate = soundfile.read(args.prompt_wav, dtype="float32", always_2d=True)
         return audio.mean(axis=1), rate, args.prompt_text
-    from engine.backends.piper import PiperBackend
+    from engine.backends.piper.backend import PiperBackend
 
     piper = PiperBackend()
     try:
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.prompt_wav and not args.prompt_text:
         parser.error("--prompt-text is needed with --prompt-wav")
 
-    from engine.backends import cosyvoice
+    from engine.backends.cosyvoice import backend as cosyvoice
 
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]

@@ -70,8 +70,8 @@ async def sentence_breaks(engine) -> tuple[int, int, str]:
 async def sentence_pause(engine, model) -> tuple[float, str]:
     """(the largest ratio, note): the pause between two sentences the engine speaks as two runs, over the pause the
     model puts between the same two read as one run (`model`: the engine's KokoroModel), per language."""
-    from engine.backends.kokoro import DEFAULT_VOICES
-    from engine.backends.kokoro_g2p import g2p_key, phonemize
+    from engine.backends.kokoro.backend import DEFAULT_VOICES
+    from engine.backends.kokoro.g2p import g2p_key, phonemize
 
     ratios: dict[str, list[float]] = {}
     for language, pairs in PAIRS.items():

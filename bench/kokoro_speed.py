@@ -16,8 +16,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.backends import kokoro_assets, kokoro_tuning  # noqa: E402
-from engine.backends import kokoro_graph as graph  # noqa: E402
+from engine.backends.cpu import usable_cores  # noqa: E402
+from engine.backends.kokoro import assets as kokoro_assets  # noqa: E402
+from engine.backends.kokoro import graph  # noqa: E402
+from engine.backends.kokoro import tuning as kokoro_tuning  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.settings import EngineSettings  # noqa: E402
 
@@ -154,7 +156,7 @@ async def main(rounds: int) -> None:
     from engine.factory import build_engine
 
     settings = EngineSettings()
-    at_once, cores, host = kokoro_tuning.concurrency(settings), kokoro_tuning.usable_cores(), kokoro_tuning.host()
+    at_once, cores, host = kokoro_tuning.concurrency(settings), usable_cores(), kokoro_tuning.host()
     chosen = kokoro_tuning.tuning(settings.kokoro.assets_dir, at_once)
     print(f"host: {host['model']}, {cores} usable cores, onnxruntime {onnxruntime.__version__}")
     print(f"flags: {host['flags']}")

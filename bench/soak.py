@@ -16,9 +16,12 @@ from pathlib import Path
 
 import aiohttp
 
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: bench/ comes first, the repository is what it imports from
+    sys.path.insert(0, str(ROOT))
+
 from bench.soak_measures import SENTENCES, Goal, Tally, flat_goals, rss_series, sample
 
-ROOT = Path(__file__).resolve().parent.parent
 KEY = "soak-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 # server settings through the environment, short enough that stalls resolve within a quick run
@@ -225,6 +228,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     sys.exit(main())

@@ -52,9 +52,9 @@ import soxr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.listen import Recognizer, wer  # noqa: E402
-from engine.backends.kokoro import KokoroBackend  # noqa: E402
-from engine.backends.kokoro_voice import STAGES, KokoroStyle  # noqa: E402
-from engine.backends.piper import PiperBackend  # noqa: E402
+from engine.backends.kokoro.backend import KokoroBackend  # noqa: E402
+from engine.backends.kokoro.voice import STAGES, KokoroStyle  # noqa: E402
+from engine.backends.piper.backend import PiperBackend  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.bench import _stream_times  # noqa: E402
 from engine.settings import EngineSettings, PiperSettings  # noqa: E402

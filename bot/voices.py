@@ -109,10 +109,8 @@ class VoiceService:
 
     async def _earlier(self, voice_id: str, transcript: str) -> VoiceProfile | None:
         """The features an earlier version of this backend (or one whose features it reads) extracted."""
-        from engine.voices.registration import MATCHED_BY_PIPER
-
         info = self.engine.info
-        readable = MATCHED_BY_PIPER if info.name in MATCHED_BY_PIPER else (info.name,)
+        readable = (info.name, *info.reads)
         found = await repo.earlier_features(self.db, voice_id, readable)
         return None if found is None else VoiceProfile(voice_id, info.name, found[0], found[1], transcript)
 

@@ -109,6 +109,9 @@ class BackendInfo:
     # audio seconds each unit of a stream arrives in, in order, the last repeating (the pacer holds enough to cover
     # making the next): Piper's are sentences (about 2 s), Kokoro's its vocoder windows growing
     units: tuple[float, ...] = (2.0,)
+    # other backends whose stored features this one reads (a voice registered under them speaks until it is fitted
+    # again for this one)
+    reads: tuple[str, ...] = ()
 
 
 class CancelToken:
@@ -172,6 +175,19 @@ class Backend(Protocol):
         backend whose fit is long calls `progress` now and then."""
         ...
 
+    def warm_up(self) -> None:
+        """Make what the first request would wait for (sessions, learned state): called on each worker thread."""
+        ...
+
+    def voice_languages(self, voice: Voice) -> tuple[str, ...]:
+        """The languages `voice` speaks (a backend whose voices each speak their own says so per voice)."""
+        ...
+
+    @property
+    def sessions_alive(self) -> int | None:
+        """Inference sessions in existence, where the backend counts them (soaks); None where it does not."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -183,7 +199,30 @@ class AsyncBackend(Protocol):
 
     def astream(self, text: str, voice: Voice) -> AsyncIterator[np.ndarray]: ...
 
+    async def warm_up(self) -> None:
+        """Learn what the engine needs before the first request (a server's languages), on the loop."""
+        ...
+
+    def voice_languages(self, voice: Voice) -> tuple[str, ...]: ...
+
     async def aclose(self) -> None: ...
+
+
+class BackendDefaults:
+    """What a backend need not write when it has nothing more to say: nothing to warm up, every voice speaking the
+    backend's languages, no sessions counted."""
+
+    info: BackendInfo
+
+    def warm_up(self) -> None:
+        """Nothing to make ahead."""
+
+    def voice_languages(self, voice: Voice) -> tuple[str, ...]:
+        return self.info.languages
+
+    @property
+    def sessions_alive(self) -> int | None:
+        return None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import statistics
 import time
 from dataclasses import dataclass, replace
 
-from engine.backends.piper import bundled_model_path
+from engine.backends.piper.backend import bundled_model_path
 from engine.base import Engine, Voice
 from engine.factory import build_engine
 from engine.settings import EngineSettings, PiperSettings
@@ -270,7 +270,7 @@ def bench_detection(runs: int = 300) -> list[Metric]:
 
 async def bench_espeak(model: str, rounds: int) -> list[Metric]:
     """eSpeak NG's first frame against Piper's, the same sentence through the same engine (scheduler, framing)."""
-    from engine.backends.espeak import VOICE_NAME
+    from engine.backends.espeak.backend import VOICE_NAME
 
     engine = await _engine(1, model)  # eSpeak NG is in every engine's catalog where it is installed
     voices = {"espeak": Voice(name=VOICE_NAME, language="en"), "piper": Voice(language="en")}

@@ -8,8 +8,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from engine.backends.espeak import VOICE_NAME as ESPEAK_VOICE
-from engine.backends.espeak import EspeakBackend
+from engine.backends.espeak.backend import VOICE_NAME as ESPEAK_VOICE
+from engine.backends.espeak.backend import EspeakBackend
 from engine.base import AsyncBackend, Backend, BackendUnavailable, Voice
 from engine.languages import base
 from engine.settings import EngineSettings
@@ -23,7 +23,7 @@ def scan_piper_voices(settings: EngineSettings, taken: set[str]) -> dict[str, Ba
     folder = settings.piper.voices_dir
     if not folder:
         return {}
-    from engine.backends.piper import PiperBackend
+    from engine.backends.piper.backend import PiperBackend
 
     found: dict[str, Backend] = {}
     path = Path(folder).expanduser()
@@ -83,11 +83,9 @@ class VoiceCatalog:
         return self.primary, voice
 
     def speaks(self, voice: Voice) -> tuple[str, ...]:
-        """The languages `voice` speaks: its backend's, or where a backend tells per voice (Kokoro's packs), the
-        voice's own."""
+        """The languages `voice` speaks, as its backend says (all of the backend's, or each voice its own)."""
         backend, named = self.backend_for(voice)
-        per_voice = getattr(backend, "voice_languages", None)
-        return per_voice(named) if per_voice is not None else backend.info.languages
+        return backend.voice_languages(named)
 
     def languages(self) -> dict[str, str]:
         """Every language some voice speaks: base code -> English name (eSpeak NG's names)."""

@@ -548,14 +548,14 @@ class StreamingEngine:
         if not self._async:  # a remote backend's first request would cost its server a synthesis for nothing
             async for _chunk in self.stream("Hello there.", Voice(), key="warm-up"):
                 pass
-        elif (learn := getattr(self.backend, "learn_languages", None)) is not None:
-            await learn()  # which languages the server speaks: the catalog routes them there
+        else:
+            await self.backend.warm_up()  # type: ignore[misc]  # (an AsyncBackend's: a server's languages)
         give_back()  # what warming up allocated and freed (phonemizers, first runs) leaves the heap
 
     async def _warm_sessions(self) -> None:
-        warm = getattr(self.backend, "warm_up", None)
-        if self._async or warm is None:
+        if self._async:
             return
+        warm = self.backend.warm_up
         n = max(1, self.settings.workers)
         barrier = threading.Barrier(n)
 
@@ -631,7 +631,7 @@ class StreamingEngine:
         sched = self.scheduler.stats()
         return EngineStats(**self.counters.snapshot(), running=sched.running,  # type: ignore[arg-type]
                            waiting=sum(sched.waiting.values()),
-                           sessions=getattr(self.backend, "sessions_alive", None),
+                           sessions=None if self._async else self.backend.sessions_alive,  # type: ignore[union-attr]
                            by_load={k: (a, s) for k, (a, s) in self.counters.by_load.items()})
 
     async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:

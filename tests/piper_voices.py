@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from engine.backends.piper import bundled_model_path
+from engine.backends.piper.backend import bundled_model_path
 
 
 def drop_piper_voice(folder: Path, name: str = "de_DE-joe-medium", language: str = "de_DE") -> Path:

@@ -3,10 +3,10 @@
 # The one registration of a backend: engine.backend's name -> "module:Class", whose `from_settings(EngineSettings)`
 # builds it. The factory, the settings' check, and the CLI's help all read this.
 BACKENDS = {
-    "kokoro": "engine.backends.kokoro:KokoroBackend",
-    "piper": "engine.backends.piper:PiperBackend",
-    "cosyvoice2": "engine.backends.cosyvoice:CosyVoiceBackend",
-    "remote": "engine.backends.remote:RemoteBackend",
+    "kokoro": "engine.backends.kokoro.backend:KokoroBackend",
+    "piper": "engine.backends.piper.backend:PiperBackend",
+    "cosyvoice2": "engine.backends.cosyvoice.backend:CosyVoiceBackend",
+    "remote": "engine.backends.remote.backend:RemoteBackend",
 }
 DEFAULT_BACKEND = "kokoro"
 

@@ -131,7 +131,7 @@ def new_session(model: bytes | str, intra_op_threads: int, *, shared_arena: bool
                 options: tuple[tuple[str, str], ...] = ()) -> Any:
     """An onnxruntime CPU session of `model` (bytes or a path) running `intra_op_threads` threads, sequential;
     with `shared_arena`, allocating from the process's one arena; `options` are further session config entries
-    (key, value), set last (engine/backends/kokoro_tuning.py)."""
+    (key, value), set last (engine/backends/kokoro/tuning.py)."""
     import onnxruntime
 
     opts = onnxruntime.SessionOptions()

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from engine.backends.kokoro_voice import KokoroStyle
+from engine.backends.kokoro.voice import KokoroStyle
 from engine.base import EngineError
 from engine.cli.common import (
     add_engine_arguments,

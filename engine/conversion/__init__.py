@@ -17,10 +17,10 @@ def with_conversion(backend: Backend | AsyncBackend, settings: EngineSettings) -
             f"engine.conversion.model converts the voice of a local backend; the {backend.info.name} backend's "
             "voices are its server's. Set it on the engine server instead, or leave it empty."
         )
-    from engine.backends.piper import intra_op_threads
+    from engine.backends.cpu import threads_per_worker
     from engine.conversion.backend import ConvertedBackend
     from engine.conversion.model import Converter
 
-    threads = intra_op_threads(settings.piper, settings.workers)
+    threads = threads_per_worker(settings.piper.intra_op_threads, settings.workers, "engine.piper.intra_op_threads")
     return ConvertedBackend(backend, Converter(settings.conversion.model, threads,  # type: ignore[arg-type]
                                                settings.workers))

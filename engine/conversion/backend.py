@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.base import Backend, BackendUnavailable, CancelToken, EngineError, Progress, Voice
+from engine.base import Backend, BackendDefaults, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.conversion.model import Converter
 from engine.streaming import _takes_cancel
 from engine.voices.registration import synthesize_default
@@ -19,7 +19,7 @@ SOURCE_TEXT = (
 )
 
 
-class ConvertedBackend:
+class ConvertedBackend(BackendDefaults):
     """Wraps a blocking backend (Piper): the default voice and built-in voices are the backend's own; a
     registered voice is the default voice, each piece it yields converted from the default voice's speaker
     embedding to the voice's (its features, from the reference clip) by the operator's converter. It runs

@@ -20,7 +20,7 @@
   `transcript` -> `{"id", "name", ...}`, registered by the engine's `register` (off the loop) and kept
   in a VoiceStore folder (an LRU); `GET /v1/voices` lists them. The id is the content's
   (clip + transcript, per tenant): a server that lacks a voice answers 404 `voice_not_found` and a
-  client uploads the clip again (engine/backends/remote.py does), so a fleet shares no voice state.
+  client uploads the clip again (engine/backends/remote/ does), so a fleet shares no voice state.
 - `GET /healthz` (no auth) -> `{"status": "ok"}` only; `GET /v1/status` (auth) -> `{"status", "backend",
   "version", "sample_rate", "languages", ...}` (a remote backend declares the languages its server's voices speak).
 - `GET /metrics`: Prometheus text from a per-app registry.

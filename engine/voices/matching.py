@@ -15,7 +15,7 @@ import numpy as np
 import soxr
 
 from engine.base import EngineError, Voice
-from engine.voices import envelope, psola, spectral
+from engine.voices import envelope, features, psola, spectral
 from engine.voices.clip import ClipRejected
 from engine.voices.envelope import EnvelopeStats
 from engine.voices.pitch import track_f0
@@ -66,7 +66,7 @@ class MatchProfile:
     format: int = PROFILE_FORMAT
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        return json.dumps({"kind": features.MATCH_PROFILE, **asdict(self)}, sort_keys=True).encode()
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> MatchProfile:
@@ -154,9 +154,9 @@ _profiles = _ProfileCache()
 
 
 def profile_for(voice: Voice) -> MatchProfile | None:
-    """The parsed piper profile of a voice (cached), or None when it has none."""
+    """The parsed match profile of a voice (cached), or None when its features are none."""
     prof = voice.profile
-    if prof is None or prof.backend != "piper" or not prof.features:
+    if prof is None or not prof.features or features.kind(prof.features) != features.MATCH_PROFILE:
         return None
     return _profiles.get(prof.voice_id, prof.features)
 

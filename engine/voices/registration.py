@@ -15,6 +15,8 @@ from engine.base import Backend, BackendInfo, Progress, TextRejected, Voice, Voi
 from engine.settings import EngineSettings
 from engine.voices import embedding
 from engine.voices.clip import load_clip, to_flac
+from engine.voices.features import MATCH_PROFILE
+from engine.voices.features import kind as feature_kind
 from engine.voices.matching import MatchProfile
 
 log = logging.getLogger(__name__)
@@ -34,7 +36,7 @@ class Registration:
     transcript: str
     embedding: bytes  # 256 little-endian float32
     features: dict[FeatureKey, bytes] = field(default_factory=dict)
-    profile: MatchProfile | None = None  # the piper blob, parsed
+    profile: MatchProfile | None = None  # the voice-matching profile among the features, parsed
     timings: dict[str, float] = field(default_factory=dict)
 
     def voice_profile(self, info: BackendInfo) -> VoiceProfile | None:
@@ -86,18 +88,12 @@ class Registration:
             embedding.from_bytes(reg.embedding)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ClipRejected("That is not a voice profile written by `python -m engine register`.") from exc
-        return cls(**{**reg.__dict__, "profile": _piper_profile(features)})
+        return cls(**{**reg.__dict__, "profile": _match_profile(features)})
 
 
-MATCHED_BY_PIPER = ("piper", "kokoro")  # backends whose features are (kokoro: were) Piper's voice-matching profile
-
-
-def _piper_profile(features: dict[FeatureKey, bytes]) -> MatchProfile | None:
+def _match_profile(blobs: dict[FeatureKey, bytes]) -> MatchProfile | None:
     """The voice-matching profile among the features, parsed (None when there is none)."""
-    from engine.backends.kokoro_voice import KokoroStyle
-
-    blob = next((blob for (name, _), blob in features.items()
-                 if name in MATCHED_BY_PIPER and not KokoroStyle.is_style(blob)), None)
+    blob = next((blob for blob in blobs.values() if feature_kind(blob) == MATCH_PROFILE), None)
     return MatchProfile.from_bytes(blob) if blob is not None else None
 
 
@@ -160,7 +156,7 @@ def register_clip(
         transcript=text,
         embedding=embedding.to_bytes(ref),
         features=features,
-        profile=_piper_profile(features),
+        profile=_match_profile(features),
         timings=timings,
     )
 

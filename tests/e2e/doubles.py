@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.base import CancelToken, Voice
+from engine.base import BackendDefaults, CancelToken, Voice
 
 HANG_LIMIT_S = 60.0  # a hanging segment is released by the engine's cancel; this only bounds a bug
 
 
-class _OverPiper:
+class _OverPiper(BackendDefaults):
     """What a test double over the real backend passes through unchanged."""
 
     def __init__(self, inner) -> None:
@@ -23,6 +23,9 @@ class _OverPiper:
 
     def warm_up(self) -> None:
         self.inner.warm_up()
+
+    def voice_languages(self, voice):
+        return self.inner.voice_languages(voice)
 
     def extract_features(self, clip, sample_rate: int, transcript: str, *, reference_embedding=None):
         return self.inner.extract_features(clip, sample_rate, transcript, reference_embedding=reference_embedding)

@@ -17,7 +17,7 @@ from sqlalchemy import event
 
 from bot.plugins import PluginManager
 from demo.sandbox_bot import sandbox_settings, start_bot
-from engine.backends.piper import PiperBackend
+from engine.backends.piper.backend import PiperBackend
 from engine.streaming import StreamingEngine
 from tests.audio_util import utterances
 from tests.e2e.conftest import make_settings

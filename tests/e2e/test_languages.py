@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from demo.sandbox_bot import sandbox_settings, start_bot
-from engine.backends.espeak import VOICE_NAME as ESPEAK
+from engine.backends.espeak.backend import VOICE_NAME as ESPEAK
 from engine.base import Voice
 from tests.audio_util import assert_same_speech, band_profile, mono
 from tests.e2e.conftest import make_settings

@@ -10,7 +10,7 @@ import pytest
 
 from bot.speech.speaker import frames_of
 from demo.sandbox_bot import sandbox_settings, start_bot
-from engine.backends.piper import PiperBackend
+from engine.backends.piper.backend import PiperBackend
 from engine.base import Voice
 from engine.streaming import StreamingEngine
 from tests.e2e.conftest import make_settings

@@ -59,7 +59,7 @@ async def test_bot_speaks_through_the_engine_server(sb, demo, tmp_path):
 async def test_the_remote_backend_speaks_the_languages_of_its_servers_voices(sb, demo, tmp_path):
     """A server whose voice speaks German: the bot learns that at warm-up, so a German message (language
     auto) is spoken by the server, and a French one by the bot's own eSpeak NG."""
-    from engine.backends.espeak import VOICE_NAME as ESPEAK
+    from engine.backends.espeak.backend import VOICE_NAME as ESPEAK
     from tests.e2e.test_languages import FRENCH, GERMAN, set_language
     from tests.piper_voices import drop_piper_voice
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backends.piper import PiperBackend
+from engine.backends.piper.backend import PiperBackend
 
 
 @pytest.fixture(scope="session")

@@ -22,9 +22,9 @@ import pytest
 import soundfile
 import torch
 
-from engine.backends import cosyvoice as cv
-from engine.backends import cosyvoice_device
-from engine.backends.cosyvoice import CosyVoiceBackend
+from engine.backends.cosyvoice import backend as cv
+from engine.backends.cosyvoice import device as cosyvoice_device
+from engine.backends.cosyvoice.backend import CosyVoiceBackend
 from engine.base import BackendUnavailable, CancelToken, EngineError, TextRejected, Voice, VoiceProfile
 from engine.settings import CosyVoiceSettings
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from engine.backends import cosyvoice as cv
+from engine.backends.cosyvoice import backend as cv
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_REQS = ROOT / "requirements-gpu.txt"

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 import soxr
 
-from engine.backends.remote_voice import RemoteVoice
+from engine.backends.remote.voice import RemoteVoice
 from engine.base import Engine, Voice, VoiceProfile
 from engine.factory import build_engine
 from engine.server.app import registrar_for, serve_in_background

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
-from engine.backends import kokoro_assets
-from engine.backends.espeak import VOICE_NAME as ESPEAK
-from engine.backends.kokoro import (
+from engine.backends.espeak.backend import VOICE_NAME as ESPEAK
+from engine.backends.kokoro import assets as kokoro_assets
+from engine.backends.kokoro.backend import (
     DEFAULT_VOICES,
     FIRST,
     LEAD_S,
@@ -23,7 +23,7 @@ from engine.backends.kokoro import (
     to_last_sound,
     token_runs,
 )
-from engine.backends.kokoro_g2p import g2p_key, phonemize
+from engine.backends.kokoro.g2p import g2p_key, phonemize
 from engine.base import EngineError, Voice
 from engine.factory import build_engine
 from engine.settings import EngineSettings

@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx.utils import Extractor
 
-from engine.backends import kokoro_assets
-from engine.backends import kokoro_graph as graph
-from engine.backends.kokoro_tuning import concurrency, text_feeds, tuning
+from engine.backends.kokoro import assets as kokoro_assets
+from engine.backends.kokoro import graph as graph
+from engine.backends.kokoro.tuning import concurrency, text_feeds, tuning
 from engine.backends.sessions import new_session
 from engine.settings import EngineSettings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.kokoro_norms import KEPT, LEARNED, NormPool, NormPools
+from engine.backends.kokoro.norms import KEPT, LEARNED, NormPool, NormPools
 
 
 def computed(window: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from engine.backends.kokoro_shape import VOICED_HZ, Shape, ShapeStream
+from engine.backends.kokoro.shape import VOICED_HZ, Shape, ShapeStream
 
 
 class PositionGain:

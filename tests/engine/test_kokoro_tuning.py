@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from engine.backends import kokoro_assets, kokoro_tuning
-from engine.backends import kokoro_graph as graph
+from engine.backends.cpu import usable_cores
+from engine.backends.kokoro import assets as kokoro_assets
+from engine.backends.kokoro import graph as graph
+from engine.backends.kokoro import tuning as kokoro_tuning
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -25,7 +27,7 @@ def assets(tmp_path):
 
 def test_a_real_measurement_tries_each_vocoder_and_thread_count(assets):
     result = kokoro_tuning.measure(str(assets), 2, frames=24, rounds=1)
-    cores = kokoro_tuning.usable_cores()
+    cores = usable_cores()
     tried = {(f["vocoder"], f["threads"]) for f in result["figures"]}
     assert tried == set(kokoro_tuning.candidates(cores, 2))
     assert {threads for _, threads in tried} == {max(1, cores // 2), cores}
@@ -49,7 +51,7 @@ def test_the_tuning_is_stored_read_back_and_measured_again_when_stale(assets, mo
     assert (first.vocoder, first.threads, first.options) == (graph.VOCODER, 2, kokoro_tuning.OPTIONS)
     assert "float convolutions, 2 thread(s)" in first.why and "3.00x real time with 2 at once" in first.why
     stored = json.loads((assets / kokoro_tuning.TUNING_FILE).read_text())
-    assert stored["stamp"] == kokoro_tuning.stamp() and stored["stamp"]["host"]["cores"] == kokoro_tuning.usable_cores()
+    assert stored["stamp"] == kokoro_tuning.stamp() and stored["stamp"]["host"]["cores"] == usable_cores()
 
     kokoro_tuning.tuning(str(assets), 1)  # another engine's inferences at once: measured for it, the other kept
     assert measured == [2, 1] and set(json.loads((assets / kokoro_tuning.TUNING_FILE).read_text())["by_concurrency"]) \

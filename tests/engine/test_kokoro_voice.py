@@ -8,8 +8,8 @@ import pytest
 import soxr
 
 from bench.listen import Recognizer, morae, speech_seconds, to16k, wer
-from engine.backends.kokoro import SAMPLE_RATE
-from engine.backends.kokoro_voice import KokoroStyle, StyleError, StyleFit, Voiceprint
+from engine.backends.kokoro.backend import SAMPLE_RATE
+from engine.backends.kokoro.voice import KokoroStyle, StyleError, StyleFit, Voiceprint
 from engine.base import Voice, VoiceProfile
 from engine.voices import embedding
 from engine.voices.matching import MatchProfile

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.backends.kokoro_windows import CROSSFADE, HOP, SIDE, WINDOW, Stitcher, rendered, windows
+from engine.backends.kokoro.windows import CROSSFADE, HOP, SIDE, WINDOW, Stitcher, rendered, windows
 
 RATE = 24_000
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.backends.espeak import VOICE_NAME as ESPEAK
-from engine.backends.espeak import EspeakBackend, parse_voices
+from engine.backends.espeak.backend import VOICE_NAME as ESPEAK
+from engine.backends.espeak.backend import EspeakBackend, parse_voices
 from engine.base import FRAME_BYTES, CancelToken, EngineError, Voice
 from engine.catalog import VoiceCatalog
 from engine.factory import build_engine

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soxr
 
-from engine.backends.piper import PiperBackend
+from engine.backends.piper.backend import PiperBackend
 from engine.base import Voice, VoiceProfile
 from engine.voices import embedding, envelope
 from engine.voices.clip import CLIP_RATE, load_clip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.backends.piper import WARM_UP_TEXT
+from engine.backends.cpu import WARM_UP_TEXT
 from engine.backends.runs import clause_runs, word_runs
 from engine.base import Voice
 

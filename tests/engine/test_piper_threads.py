@@ -1,4 +1,5 @@
-"""engine.piper.intra_op_threads: set, or the CPUs this process may use (its affinity) shared among the workers."""
+"""Threads per inference (engine.piper.intra_op_threads): set, or the CPUs this process may use (its affinity) shared
+among the workers."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import os
 
 import pytest
 
-from engine.backends.piper import intra_op_threads
+from engine.backends.cpu import threads_per_worker
 from engine.base import EngineError
-from engine.settings import PiperSettings
 
 
 @pytest.mark.parametrize(("cpus", "workers", "threads"), [({0}, 1, 1), ({0, 1}, 1, 2), ({0, 1}, 2, 1),
@@ -18,10 +18,10 @@ def test_auto_shares_the_cpus_this_process_may_use(monkeypatch: pytest.MonkeyPat
                                                    threads: int) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cpus)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the machine's count is not what a pinned process may use
-    assert intra_op_threads(PiperSettings(), workers) == threads
+    assert threads_per_worker(0, workers, "engine.piper.intra_op_threads") == threads
 
 
 def test_a_set_count_wins_and_a_negative_one_is_refused() -> None:
-    assert intra_op_threads(PiperSettings(intra_op_threads=3), 2) == 3
+    assert threads_per_worker(3, 2, "engine.piper.intra_op_threads") == 3
     with pytest.raises(EngineError, match="intra_op_threads"):
-        intra_op_threads(PiperSettings(intra_op_threads=-1), 1)
+        threads_per_worker(-1, 1, "engine.piper.intra_op_threads")

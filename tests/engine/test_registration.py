@@ -11,15 +11,15 @@ import pytest
 import soundfile as sf
 
 from engine.__main__ import main
-from engine.backends.kokoro_voice import KokoroStyle
-from engine.base import BackendInfo, Progress, TextRejected, Voice
+from engine.backends.kokoro.voice import KokoroStyle
+from engine.base import BackendDefaults, BackendInfo, Progress, TextRejected, Voice
 from engine.voices.clip import ClipRejected
 from engine.voices.matching import MatchProfile
 from engine.voices.registration import Registration, register_clip, synthesize_default
 from tests.engine import clips
 
 
-class FeatureBackend:
+class FeatureBackend(BackendDefaults):
     """A cloning backend that records what it was given and returns a blob (or None)."""
 
     def __init__(self, name: str, version: str, blob: bytes | None) -> None:

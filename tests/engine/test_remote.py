@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from engine.backends.remote import RemoteBackend
-from engine.backends.remote_voice import RemoteVoice
+from engine.backends.remote.backend import RemoteBackend
+from engine.backends.remote.voice import RemoteVoice
 from engine.base import (
     DISCORD_RATE,
+    BackendDefaults,
     BackendInfo,
     Engine,
     EngineError,
@@ -204,7 +205,7 @@ async def test_server_dying_mid_stream_is_an_error_not_a_hang() -> None:
     assert got > 0  # what came before the failure was played
 
 
-class FailingSecondSegment:
+class FailingSecondSegment(BackendDefaults):
     """Test double: a blocking backend whose second segment raises."""
 
     def __init__(self) -> None:

@@ -231,6 +231,6 @@ def test_onnxruntime_writes_nothing_under_home(tmp_path) -> None:
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "ORT_DISABLE_TELEMETRY")}
     env["HOME"] = str(home)
-    code = "from engine.backends.piper import PiperBackend; b = PiperBackend(); b.warm_up(); b.close()"
+    code = "from engine.backends.piper.backend import PiperBackend; b = PiperBackend(); b.warm_up(); b.close()"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
     assert [str(p.relative_to(home)) for p in home.rglob("*")] == []

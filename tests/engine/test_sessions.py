@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from engine.backends.piper import PiperBackend
+from engine.backends.piper.backend import PiperBackend
 from engine.backends.sessions import SessionPool
-from engine.base import BackendInfo, CancelToken, Voice
+from engine.base import BackendDefaults, BackendInfo, CancelToken, Voice
 from engine.settings import EngineSettings
 from engine.streaming import StreamingEngine
 
@@ -67,7 +67,7 @@ async def test_fifty_skips_keep_sessions_and_memory_flat() -> None:
         await engine.close()
 
 
-class ThreadRecordingBackend:
+class ThreadRecordingBackend(BackendDefaults):
     """Test double: yields `chunks` short tones, recording the thread of every resumption."""
 
     def __init__(self, chunks: int = 20) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from engine.base import (
     FRAME_BYTES,
+    BackendDefaults,
     BackendInfo,
     CancelToken,
     EngineError,
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.timeout(120)
 RATE = 16000
 
 
-class FakeToneBackend:
+class FakeToneBackend(BackendDefaults):
     """Test double: 0.5 s of tone per segment after `delay` seconds; honours the cancel token."""
 
     def __init__(self, delay: float = 0.0, fail_on: str | None = None) -> None:
@@ -82,6 +83,12 @@ class FakeAsyncBackend:
         for _ in range(2):
             await asyncio.sleep(0.01)
             yield np.full(2400, 0.1, dtype=np.float32)
+
+    async def warm_up(self) -> None:
+        pass
+
+    def voice_languages(self, voice: Voice) -> tuple[str, ...]:
+        return self.info.languages
 
     async def aclose(self) -> None:
         self.closed = True
@@ -280,7 +287,7 @@ async def test_inference_never_runs_on_the_loop_thread(piper_backend) -> None:
     """Every step of the real Piper generator (phonemize, onnxruntime) runs on a worker thread."""
     steps: list[int] = []
 
-    class Recording:
+    class Recording(BackendDefaults):
         info = piper_backend.info
 
         def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:

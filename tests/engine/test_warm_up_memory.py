@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.piper import WARM_UP_TEXT, PiperBackend
+from engine.backends.cpu import WARM_UP_TEXT
+from engine.backends.piper.backend import PiperBackend
 from engine.base import Voice
 from engine.settings import EngineSettings
 
@@ -20,7 +21,7 @@ AFTER_WARM_UP = """
 import json
 from bench.soak_measures import SENTENCES
 from engine.base import Voice
-from engine.backends.piper import PiperBackend
+from engine.backends.piper.backend import PiperBackend
 
 def rss_mb():
     with open("/proc/self/status", encoding="ascii") as f:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
+from engine.base import BackendDefaults, BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.languages import base
 
 VOICE_NAME = "espeak-ng"  # the name of its voice in the engine (Voice.name); Voice.language picks the language
@@ -46,7 +46,7 @@ def parse_voices(listing: str) -> tuple[dict[str, str], dict[str, str]]:
     return {c: r[2] for c, r in best.items()}, {c: r[3] for c, r in best.items()}
 
 
-class EspeakBackend:
+class EspeakBackend(BackendDefaults):
     """One espeak-ng process per segment: the text on its standard input, WAV on its standard output,
     read in 100 ms pieces as it comes (espeak-ng writes as it synthesizes). Cancelling kills the process."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import platform
 import threading
 import time
@@ -14,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends import kokoro_assets
-from engine.backends import kokoro_graph as graph
+from engine.backends.cpu import usable_cores
+from engine.backends.kokoro import assets as kokoro_assets
+from engine.backends.kokoro import graph as graph
 from engine.settings import EngineSettings
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,6 @@ def concurrency(settings: EngineSettings) -> int:
     return max(1, min(settings.workers, settings.max_concurrency))
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def host() -> dict[str, object]:
     """What the figures depend on: the CPU's model and flags, the cores this process may use."""
     found: dict[str, str] = {}
@@ -73,7 +69,7 @@ def candidates(cores: int, at_once: int) -> list[tuple[str, int]]:
 
 def text_feeds(text: str, assets_dir: str = "") -> dict[str, np.ndarray]:
     """The model's inputs (tokens, style, speed) for English `text` in the default voice, af_heart."""
-    from engine.backends.kokoro_g2p import g2p_key, phonemize
+    from engine.backends.kokoro.g2p import g2p_key, phonemize
 
     vocab = kokoro_assets.vocabulary()
     tokens = [vocab[c] for c in phonemize(text, g2p_key("en")) if c in vocab]

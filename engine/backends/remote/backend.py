@@ -12,7 +12,7 @@ Timeouts: `connect_timeout_s` to connect, `read_timeout_s` between two reads of 
 timeout, a pooled connection closed before any byte of the answer), never once audio has arrived.
 
 Voices: `voice.profile` with backend "remote" carries a feature blob that is all a fleet needs
-(engine/backends/remote_voice.py): the server's voice id and the clip (FLAC) and transcript that were uploaded.
+(engine/backends/remote/voice.py): the server's voice id and the clip (FLAC) and transcript that were uploaded.
 `extract_features` uploads the clip to `POST /v1/voices`. Ids are content addresses, so any server of a
 fleet gives the same id for the same upload: a server that lacks the voice (another one behind the load
 balancer, or one that evicted it) answers 404 `voice_not_found`, and the backend uploads the clip there
@@ -23,7 +23,7 @@ by the server and falls back to "default" (logged once).
 Otherwise `voice.name` is sent as is ("default", an OpenAI name, a server voice). `speed` is sent;
 `pitch` is sent as an extension field that only this project's server honours.
 
-Languages: `learn_languages` (the engine's warm-up calls it) takes them from the server's /v1/status, so
+Languages: `warm_up` (the engine's warm-up calls it) takes them from the server's /v1/status, so
 text in a language the server's voices speak goes there, and other text to the bot's own voices.
 """
 
@@ -46,7 +46,7 @@ import aiohttp
 import numpy as np
 import soxr
 
-from engine.backends.remote_voice import RemoteVoice
+from engine.backends.remote.voice import RemoteVoice
 from engine.base import DISCORD_RATE, BackendInfo, EngineError, Progress, SynthesisTimeout, TextRejected, Voice
 from engine.settings import RemoteSettings
 
@@ -230,7 +230,11 @@ class RemoteBackend:
             why = type(exc).__name__
             raise EngineError(f"The voice server at {self.url} gave no usable health answer ({why}).") from exc
 
-    async def learn_languages(self) -> None:
+    def voice_languages(self, voice: Voice) -> tuple[str, ...]:
+        """Every voice speaks what the server does (warm_up learns it)."""
+        return self.info.languages
+
+    async def warm_up(self) -> None:
         """Declare the languages the server's voices speak (its /v1/status), so text in them is sent to the
         server rather than to a local voice; a server that cannot say keeps the declared ones (English)."""
         try:

@@ -34,7 +34,7 @@ Prompt = tuple[np.ndarray, int, str]  # mono float32 samples, their sample rate,
 
 def piper_prompt() -> Prompt:
     """SENTENCE spoken by the bundled Piper voice."""
-    from engine.backends.piper import PiperBackend
+    from engine.backends.piper.backend import PiperBackend
     from engine.base import Voice
 
     piper = PiperBackend()
@@ -44,7 +44,7 @@ def piper_prompt() -> Prompt:
 
 def piper_identity() -> str:
     """What the Piper prompt depends on: the piper-tts release and the bundled voice's file."""
-    from engine.backends.piper import _piper_version, bundled_model_path, load_model
+    from engine.backends.piper.backend import _piper_version, bundled_model_path, load_model
 
     model = load_model(str(bundled_model_path().resolve()))
     return f"piper-tts {_piper_version()}; {model.path.name}; {model.sha256[:16]}"

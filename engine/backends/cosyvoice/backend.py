@@ -33,9 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends import cosyvoice_default
-from engine.backends.cosyvoice_device import bind_thread, check_device, cuda_index, place
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, TextRejected, Voice
+from engine.backends.cosyvoice import default as cosyvoice_default
+from engine.backends.cosyvoice.device import bind_thread, check_device, cuda_index, place
+from engine.base import (
+    BackendDefaults,
+    BackendInfo,
+    BackendUnavailable,
+    CancelToken,
+    EngineError,
+    Progress,
+    TextRejected,
+    Voice,
+)
 from engine.settings import CosyVoiceSettings
 
 log = logging.getLogger(__name__)
@@ -350,7 +359,7 @@ def _is_oom(exc: BaseException) -> bool:
 # -- the backend --------------------------------------------------------------------------------------
 
 
-class CosyVoiceBackend:
+class CosyVoiceBackend(BackendDefaults):
     """Zero-shot CosyVoice2 synthesis behind the Backend protocol.
 
     `model` (or `model_factory(settings, workers) -> (model, version)`) replaces loading the upstream
@@ -387,7 +396,7 @@ class CosyVoiceBackend:
         self._builtin = tuple(k for k in getattr(self.frontend, "spk2info",
                                                  {}) if not str(k).startswith(SPEAKER_PREFIX))
         self._cuda = cuda_index(self.settings.device)
-        self._default_blob: bytes | None = None  # the Piper-made default voice (cosyvoice_default.py), made once
+        self._default_blob: bytes | None = None  # the Piper-made default voice (default.py), made once
         self._default_lock = threading.Lock()
         self._prompt_arg = self._prompt_param()
         self._own_loop = self._has_internals()
@@ -523,7 +532,7 @@ class CosyVoiceBackend:
         return spk
 
     def _default_features(self) -> bytes:
-        """The default voice's blob when the model has no built-in speaker (engine/backends/cosyvoice_default.py)."""
+        """The default voice's blob when the model has no built-in speaker (engine/backends/cosyvoice/default.py)."""
         with self._default_lock:
             if self._default_blob is None:
                 log.info("this CosyVoice2 model has no built-in voice; making the default voice from the Piper prompt")

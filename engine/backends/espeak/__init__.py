@@ -1,0 +1,1 @@
+"""eSpeak NG: every language it knows, a process per segment, read as it writes."""
