@@ -62,9 +62,9 @@ class PcmLoop(discord.AudioSource):
 
 
 async def run(guilds: int, seconds: float) -> list[Metric]:
-    from bot.speech.discord_internals import connection_state, voice_packet
-    from bot.speech.opus import voice_encoder
-    from bot.speech.source import StreamingSource
+    from bot.speech.connection.discord_internals import connection_state, voice_packet
+    from bot.speech.playback.opus import voice_encoder
+    from bot.speech.playback.source import StreamingSource
     from demo.sandbox_bot import sandbox_settings, start_bot
     from engine.base import FRAME_BYTES
     from sandbox import Sandbox, restore_discord

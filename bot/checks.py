@@ -6,8 +6,8 @@ import discord
 from discord import app_commands
 
 from bot.errors import UserError
-from bot.speech.say import VocalChannel
-from bot.speech.say import author_channel as speaker_channel
+from bot.speech.text.say import VocalChannel
+from bot.speech.text.say import author_channel as speaker_channel
 
 
 def manage_guild(interaction: discord.Interaction) -> bool:

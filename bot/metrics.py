@@ -11,8 +11,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
+    from bot.speech.queue.utterance import Outcome, Utterance
     from bot.speech.service import SpeechService
-    from bot.speech.utterance import Outcome, Utterance
     from engine.base import Engine
 
 TTFA_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -30,7 +30,7 @@ class _LiveCollector:
         connections = GaugeMetricFamily("voicebot_voice_connections", "Active voice connections")
         underruns = CounterMetricFamily("voicebot_underruns", "Silence frames inserted mid-utterance")
         total_underruns = 0
-        for guild_id, sp in self.speech.speakers.items():
+        for guild_id, sp in self.speech.speakers().items():
             queue.add_metric([str(guild_id)], len(sp.pending()))
             total_underruns += sp.underruns
         connections.add_metric([], self.speech.voice_connections())

@@ -14,10 +14,10 @@ from bot import guild_options
 from bot.catch_up import CatchUp
 from bot.config import Settings
 from bot.prefs import PrefsService
-from bot.speech.say import Join, Reason, Refusal, SayOrder, truncate
+from bot.speech.queue.utterance import Outcome, Utterance
 from bot.speech.service import SpeechService
-from bot.speech.text import TextOptions, attachment_kind, attachment_phrase, speakable
-from bot.speech.utterance import Outcome, Utterance
+from bot.speech.text.say import Join, Reason, Refusal, SayOrder, truncate
+from bot.speech.text.text import TextOptions, attachment_kind, attachment_phrase, speakable
 
 log = logging.getLogger(__name__)
 TOLD_WINDOW_S = 30.0  # a flooding user is told once in this window

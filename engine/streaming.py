@@ -51,7 +51,10 @@ RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as
 SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it) ...
 LEAD_PER_FIRST_CHUNK = 2.0  # ... plus this many times the engine's recent time from a slot to a segment's first
 # chunk (Kokoro's ~1-3 s where Piper's is ~0.1 s: with a fixed lead its later segments came too late under load)
-NEEDY_S = 3.0  # a later segment with less audio in hand than this (plus the same lead) goes before every first ...
+# a later segment with less audio in hand than this plus the lead goes before every first one ... (3 s made a long
+# utterance's windows outrank every first window for its whole length on a 2-core EPYC, whose slots make ~1.1-1.6
+# audio s per s: the audio in hand grows too slowly to leave it, and two such utterances kept /say waiting 25 s)
+NEEDY_S = 0.5
 AHEAD_OF_ALL_S = 1e6  # ... by being due this much earlier
 
 
@@ -142,6 +145,15 @@ class _AudioClock:
             self.first = time.monotonic()
         self.made_s += seconds
 
+    def in_hand(self, coming_s: float = 0.0) -> float:
+        """Seconds of audio handed out and not yet played (if it plays from its first chunk on), with `coming_s`."""
+        return coming_s + (max(0.0, self.first + self.made_s - time.monotonic()) if self.first is not None else 0.0)
+
+    def needy(self, coming_s: float = 0.0) -> bool:
+        """Whether the audio in hand (with `coming_s` more about to be handed out) runs out within NEEDY_S plus the
+        lead: the next segment then goes before every first one."""
+        return self.in_hand(coming_s) < NEEDY_S + self.lead()
+
     def due(self) -> float:
         """Monotonic time the next segment is due (inf before any audio: the first segment is still coming). One
         whose audio in hand runs out within NEEDY_S is due ahead of every waiter without a deadline (a playing
@@ -150,7 +162,7 @@ class _AudioClock:
             return math.inf
         runs_dry = self.first + self.made_s
         lead = SEGMENT_LEAD_S + self.lead()
-        if runs_dry - time.monotonic() < NEEDY_S + self.lead():
+        if self.needy():
             return runs_dry - lead - AHEAD_OF_ALL_S
         return runs_dry - lead
 
@@ -317,7 +329,7 @@ class StreamingEngine:
         try:
             if stepped:
                 steps = asyncio.create_task(self._produce_steps(jobs, backend, voice, key, urgent,  # type: ignore[arg-type]
-                                                                clock.due))
+                                                                clock))
             else:
                 start(0)
             for job in jobs:
@@ -387,40 +399,53 @@ class StreamingEngine:
             self._finish(job)
 
     async def _produce_steps(self, jobs: list[_Job], backend: Backend, voice: Voice, key: Hashable, urgent: bool,
-                             due: Callable[[], float]) -> None:
+                             clock: _AudioClock) -> None:
         """A stepping backend's segments in turn (BackendInfo.steps), each item of its generator one unit of work in
         a slot of its own: the utterance's first as soon as it can (in turn), every later one by when the audio in
-        hand runs out (`due`). So a long sentence's later windows let other utterances' first ones go first, the
-        engine's speed is measured window by window, and a skipped utterance stops at its next window."""
-        first = True
-        for job in jobs:
-            kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
-            items = iter(backend.synthesize(job.text, voice, **kwargs))
-            try:
-                more = 1.0
-                while more:
-                    audio, more = await self._step(job, items, key, urgent, None if first else due, backend)
-                    job.queue.put_nowait((audio, more))
-                    first = False
-                self.counters.segments_done += 1
-                job.queue.put_nowait(_END)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - reported to the stream's reader; the rest is not made
-                job.queue.put_nowait(self._failure(exc, backend, job))
-                return
-            finally:
-                self._finish(job)
-                self._close_later(job, items)
+        hand runs out (`clock.due`). So a long sentence's later windows let other utterances' first ones go first,
+        the engine's speed is measured window by window, and a skipped utterance stops at its next window. A step
+        whose next is needy at once (clock.needy: it would go before every first one) keeps its slot for it, so a
+        first window waiting cannot take the slot in between and leave speech that plays to run dry."""
+        first, held = True, None
+        try:
+            for job in jobs:
+                kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
+                items = iter(backend.synthesize(job.text, voice, **kwargs))
+                try:
+                    more = 1.0
+                    while more:
+                        audio, more, grant = await self._step(job, items, key, urgent, None if first else clock.due,
+                                                              backend, held)
+                        job.queue.put_nowait((audio, more))
+                        first = False
+                        follows = more or job is not jobs[-1]
+                        held = grant if follows and clock.needy(len(audio) / backend.info.sample_rate) else None
+                        if held is None:
+                            grant.release()  # free before the next step asks again
+                    self.counters.segments_done += 1
+                    job.queue.put_nowait(_END)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - reported to the stream's reader; the rest is not made
+                    job.queue.put_nowait(self._failure(exc, backend, job))
+                    return
+                finally:
+                    self._finish(job)
+                    self._close_later(job, items)
+        finally:
+            if held is not None:
+                held.release()
         self._load.notify()
 
     async def _step(self, job: _Job, items: Iterator[Any], key: Hashable, urgent: bool,
-                    due: Callable[[], float] | None, backend: Backend) -> tuple[np.ndarray, float]:
-        """The next item of `items` made on a pool thread in a slot of its own: its audio and the audio seconds the
-        next brings (0: none follows; also when the generator ended without saying so)."""
+                    due: Callable[[], float] | None, backend: Backend,
+                    held: Grant | None) -> tuple[np.ndarray, float, Grant]:
+        """The next item of `items` made on a pool thread in a slot of its own (`held`, kept from the step before, or
+        one asked for): its audio, the audio seconds the next brings (0: none follows; also when the generator ended
+        without saying so) and the slot, still held (the caller frees or keeps it)."""
         loop = asyncio.get_running_loop()
         self._recent_keys[key] = loop.time()
-        job.grant = await self.scheduler.acquire(key, urgent=urgent, due=due)
+        job.grant = held or await self.scheduler.acquire(key, urgent=urgent, due=due)
         if self.trace is not None:
             self.trace("granted", key, job.index)
         t0, area = time.perf_counter(), self.scheduler.busy_area()
@@ -434,7 +459,6 @@ class StreamingEngine:
         busy = (self.scheduler.busy_area() - area) / max(took, 1e-9)
         job.inflight = None
         grant, job.grant = job.grant, None
-        grant.release()  # free before the next step asks again
         audio, more = item if item is not None else (np.zeros(0, np.float32), 0.0)
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if self.trace is not None:
@@ -442,7 +466,7 @@ class StreamingEngine:
         self.counters.made(took, len(audio) / backend.info.sample_rate, busy)
         self.counters.first_chunk(took)
         self._load.notify()
-        return audio, float(more)
+        return audio, float(more), grant
 
     @staticmethod
     def _close_later(job: _Job, items: Iterator[Any]) -> None:

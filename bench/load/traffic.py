@@ -84,12 +84,12 @@ def hostile(rng: random.Random, mention_ids: list[int], kind: str | None = None)
 
 
 async def spoken(kind: str, text: str, names: dict[int, str]) -> str | None:
-    """What the bot says for `text` sent as `kind` in a guild with the default settings (bot/speech/say.py
+    """What the bot says for `text` sent as `kind` in a guild with the default settings (bot/speech/text/say.py
     spoken_text, as SpeechService.say: readout cut at the guild's max_length, /say refused over the bot's
     limit): the expected rendering, "" for nothing, None: refused."""
     from bot import guild_options
     from bot.config import Settings
-    from bot.speech.say import Reason, Refusal, SayOrder, spoken_text
+    from bot.speech.text.say import Reason, Refusal, SayOrder, spoken_text
     from bot.storage.settings_repo import GuildPrefs
 
     config = Settings()

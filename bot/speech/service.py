@@ -1,5 +1,5 @@
-"""SpeechService (bot.speech): per guild a voice connection and, once something is said, a speaker playing through
-it (both owned here); follows, leaves when alone."""
+"""SpeechService (bot.speech): per guild one GuildCall (its voice connection and, once something is said, its
+speaker), the one owner of that guild's speech; follows, leaves when alone."""
 
 from __future__ import annotations
 
@@ -17,14 +17,24 @@ from bot.errors import UserError
 from bot.prefs import PrefsService
 from bot.speech.audio_file import AudioFiles
 from bot.speech.call import GuildCall
-from bot.speech.connection import VoiceConnection
-from bot.speech.connection_state import ConnectionState
-from bot.speech.driver import VoiceDriver
-from bot.speech.pacing import Pacer
-from bot.speech.presence import Presence
-from bot.speech.say import Join, Reason, Refusal, SayOrder, author_channel, check_in_channel, late, queued_text, spoken
-from bot.speech.speaker import GuildSpeaker, frames_of
-from bot.speech.utterance import Late, Outcome, QueueFull, Request, Utterance
+from bot.speech.connection.connection_state import ConnectionState
+from bot.speech.connection.presence import Presence
+from bot.speech.connection.voice_connection import VoiceConnection
+from bot.speech.playback.driver import VoiceDriver
+from bot.speech.queue.pacing import Pacer
+from bot.speech.queue.speaker import GuildSpeaker, frames_of
+from bot.speech.queue.utterance import Late, Outcome, QueueFull, Request, Utterance
+from bot.speech.text.say import (
+    Join,
+    Reason,
+    Refusal,
+    SayOrder,
+    author_channel,
+    check_in_channel,
+    late,
+    queued_text,
+    spoken,
+)
 from bot.storage.settings_repo import GuildPrefs
 from engine.base import Engine, Voice
 
@@ -53,8 +63,7 @@ class SpeechService:
         self.voices = voices
         self.dictionary = dictionary
         self.languages = languages
-        self.calls: dict[int, GuildCall] = {}  # made on a guild's first join or say
-        self.speakers: dict[int, GuildSpeaker] = {}  # made on a guild's first say
+        self.calls: dict[int, GuildCall] = {}  # each guild's speech, made on its first join or say
         self.pacer = Pacer(units=engine.info.units)  # audio length estimates, shared by every guild's speaker
         s = settings.speech  # one sender for every guild's playback
         self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
@@ -82,11 +91,13 @@ class SpeechService:
         return call.connection if call is not None else None
 
     def speaker(self, guild_id: int) -> GuildSpeaker:
-        sp = self.speakers.get(guild_id)
+        """The guild's speaker (made on first use, with its call)."""
+        call = self.call(guild_id)
+        sp = call.speaker
         if sp is None:
             s = self.settings
-            sp = GuildSpeaker(
-                guild_id, self.engine, self.call(guild_id),
+            sp = call.speaker = GuildSpeaker(
+                guild_id, self.engine, call,
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
                 pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
@@ -94,8 +105,15 @@ class SpeechService:
                 driver=self.driver,
                 catch_up=s.catch_up_speed,
             )
-            self.speakers[guild_id] = sp
         return sp
+
+    def speakers(self) -> dict[int, GuildSpeaker]:
+        """The guilds that have said something, and their speakers."""
+        return {g: call.speaker for g, call in self.calls.items() if call.speaker is not None}
+
+    def _speaker(self, guild_id: int) -> GuildSpeaker | None:
+        call = self.calls.get(guild_id)
+        return call.speaker if call is not None else None
 
     def _report(self, guild_id: int, utt: Utterance, outcome: Outcome) -> None:
         log.info("utterance request=%s guild=%s backend=%s %s", utt.request.request_id, guild_id,
@@ -131,7 +149,7 @@ class SpeechService:
         return await conn.leave()
 
     async def say(self, order: SayOrder) -> Utterance:
-        """Queue what the order asks for, or raise a Refusal saying why not (bot/speech/say.py).
+        """Queue what the order asks for, or raise a Refusal saying why not (bot/speech/text/say.py).
 
         Order of checks: the asker's voice, what is spoken (cleaned; empty or over the limit is refused) and the
         voice for its language, then where (joining when the order allows: nothing is joined for an order refused
@@ -159,7 +177,7 @@ class SpeechService:
         return await self.files.render(order.guild.id, text, voice, limit=gp.max_queue)
 
     async def _what(self, order: SayOrder) -> tuple[GuildPrefs, str, Voice]:
-        """The guild's effective options, what is spoken and in which voice (bot/speech/say.py spoken), or a
+        """The guild's effective options, what is spoken and in which voice (bot/speech/text/say.py spoken), or a
         Refusal."""
         guild_id = order.guild.id
         gp = guild_options.effective(await self.prefs.guild(guild_id), self.config)
@@ -198,28 +216,24 @@ class SpeechService:
         return queued_text(self.speaker(guild_id).position(utt), utt.expected_wait, self.settings.say_notice_s)
 
     def skip(self, guild_id: int) -> bool:
-        sp = self.speakers.get(guild_id)
-        return sp.skip() if sp else False
+        return (sp := self._speaker(guild_id)) is not None and sp.skip()
 
     def stop(self, guild_id: int) -> int:
-        sp = self.speakers.get(guild_id)
-        return sp.stop() if sp else 0
+        return sp.stop() if (sp := self._speaker(guild_id)) else 0
 
     def remove_message(self, guild_id: int, message_id: int) -> bool:
-        sp = self.speakers.get(guild_id)
-        return sp.remove_message(message_id) if sp else False
+        return (sp := self._speaker(guild_id)) is not None and sp.remove_message(message_id)
 
     def queue(self, guild_id: int) -> tuple[Utterance | None, list[Utterance]]:
-        sp = self.speakers.get(guild_id)
-        return (sp.current, sp.pending()) if sp else (None, [])
+        return (sp.current, sp.pending()) if (sp := self._speaker(guild_id)) else (None, [])
 
     @property
     def underruns(self) -> int:
-        return sum(sp.underruns for sp in self.speakers.values())
+        return sum(sp.underruns for sp in self.speakers().values())
 
     async def close(self) -> None:
         self.presence.close()
-        await asyncio.gather(*(sp.close() for sp in self.speakers.values()), return_exceptions=True)
+        await asyncio.gather(*(sp.close() for sp in self.speakers().values()), return_exceptions=True)
         await asyncio.to_thread(self.driver.close)
         for call in list(self.calls.values()):
             try:
@@ -230,7 +244,7 @@ class SpeechService:
     # -- voice state -----------------------------------------------------------------------------
     def _connection_is(self, guild_id: int, state: ConnectionState) -> None:
         """A guild's connection changed state: dropped (kicked, the channel deleted) clears its queue."""
-        sp = self.speakers.get(guild_id)
+        sp = self._speaker(guild_id)
         if state is ConnectionState.DROPPED and sp is not None:
             log.info("guild %s: dropped from voice; queue cleared", guild_id)
             sp.stop()

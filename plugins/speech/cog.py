@@ -11,7 +11,7 @@ from discord.ext import commands
 from bot import checks
 from bot.errors import UserError, reply
 from bot.speech.audio_file import attachment
-from bot.speech.say import SayOrder
+from bot.speech.text.say import SayOrder
 
 if TYPE_CHECKING:
     from bot.app import VoiceBot

@@ -9,7 +9,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.errors import reply
-from bot.speech.message_menu import message_order
+from bot.speech.text.message_menu import message_order
 
 if TYPE_CHECKING:
     from bot.app import VoiceBot

@@ -11,7 +11,7 @@ from discord.ext import commands
 from bot.dictionary import MAX_NAME_CHARS, check_spoken_name
 from bot.errors import UserError, reply
 from bot.speech.audio_file import attachment
-from bot.speech.say import Join, SayOrder
+from bot.speech.text.say import Join, SayOrder
 from bot.user_options import BY_FIELD as USER_OPTIONS
 from plugins.voices.confirm import ask
 from plugins.voices.progress import ProgressMessage

@@ -12,12 +12,12 @@ import pytest
 from discord.voice_state import ConnectionFlowState
 
 from bot.errors import UserError
-from bot.speech import connection as connection_module
-from bot.speech.connection import NO_DAVE, VoiceConnection
-from bot.speech.connection_state import ConnectionState as S
-from bot.speech.connection_state import StateWatch
-from bot.speech.discord_internals import connection_state
-from bot.speech.voice_client import Kind, ObservedVoiceClient, VoiceEvent
+from bot.speech.connection import voice_connection as connection_module
+from bot.speech.connection.connection_state import ConnectionState as S
+from bot.speech.connection.connection_state import StateWatch
+from bot.speech.connection.discord_internals import connection_state
+from bot.speech.connection.voice_client import Kind, ObservedVoiceClient, VoiceEvent
+from bot.speech.connection.voice_connection import NO_DAVE, VoiceConnection
 
 BOT, ALICE = 100, 200
 

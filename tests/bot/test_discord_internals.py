@@ -1,5 +1,5 @@
-"""The discord.py internals the bot reads (bot/speech/discord_internals.py): each test fails when an upgrade of
-discord.py (the lock pins 2.7.1) moves or renames what the adapter reads."""
+"""The discord.py internals the bot reads (bot/speech/connection/discord_internals.py): each test fails when an
+upgrade of discord.py (the lock pins 2.7.1) moves or renames what the adapter reads."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ import pytest
 from discord.gateway import DiscordVoiceWebSocket
 from discord.voice_state import VoiceConnectionState
 
-from bot.speech.discord_internals import connection_state, set_encoder_complexity, voice_packet, voice_ws_close_code
+from bot.speech.connection.discord_internals import (
+    connection_state,
+    set_encoder_complexity,
+    voice_packet,
+    voice_ws_close_code,
+)
 
 NOISE = struct.pack("<1920h", *(int(12_000 * math.sin(i * i * 0.37)) for i in range(1920)))  # 20 ms stereo
 

@@ -4,29 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.speech.driver import End, Track
-from bot.speech.play_stats import PlayStats
-from bot.speech.source import StreamingSource
+from bot.speech.playback.driver import End, Track
+from bot.speech.playback.play_stats import PlayStats
+from bot.speech.playback.source import StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk
-
-
-class Sink:
-    timeout = 1.0
-
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-
-    def ready_to_send(self) -> bool:
-        return True
-
-    def is_connected(self) -> bool:
-        return True
-
-    def send_opus(self, packet: bytes) -> None:
-        self.sent.append(packet)
-
-    def set_speaking(self, speaking: bool) -> None:
-        pass
+from tests.sinks import FakeSink as Sink
 
 
 async def segments(*lengths: int):

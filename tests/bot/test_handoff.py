@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.speech.handoff import FrameHandoff
+from bot.speech.playback.handoff import FrameHandoff
 
 
 def test_bounded_fifo_wakes_the_producer_when_a_full_buffer_frees_a_place():

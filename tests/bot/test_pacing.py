@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bot.speech.pacing import (
+from bot.speech.queue.pacing import (
     BURST_S,
     CATCH_UP_FROM_S,
     CATCH_UP_FULL_S,

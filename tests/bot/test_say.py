@@ -1,4 +1,4 @@
-"""SayOrder -> spoken text (bot/speech/say.py spoken_text): the refusal, the one cut, the frame and the dictionary."""
+"""SayOrder -> spoken text (text/say.py spoken_text): the refusal, the one cut, the frame and the dictionary."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from bot import guild_options
 from bot.config import MORE, Settings
 from bot.readout import compose
-from bot.speech.say import Reason, Refusal, SayOrder, spoken_text, truncate
-from bot.speech.text import TextOptions
+from bot.speech.text.say import Reason, Refusal, SayOrder, spoken_text, truncate
+from bot.speech.text.text import TextOptions
 from bot.storage.settings_repo import GuildPrefs
 from tests.bot.test_text import assert_clean
 

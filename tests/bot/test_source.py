@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from bot.speech.source import SILENCE, StreamingSource
+from bot.speech.playback.source import SILENCE, StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk
 
 

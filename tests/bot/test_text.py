@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.speech.text import (
+from bot.speech.text.text import (
     DISCORD_MAX_CHARS,
     Mentions,
     TextOptions,
@@ -116,7 +116,7 @@ def test_names_are_untrusted_text():
 
 
 def test_long_text_is_read_whole_up_to_the_longest_message():
-    # not cut: what is spoken is cut once, to its limit (bot/speech/say.py, tests/bot/test_say.py)
+    # not cut: what is spoken is cut once, to its limit (bot/speech/text/say.py, tests/bot/test_say.py)
     assert speakable("word " * 300) == ("word " * 300).strip()
     longest = " ".join(f"w{i}" for i in range(1_000))
     assert speakable(longest) == longest[:DISCORD_MAX_CHARS].strip()

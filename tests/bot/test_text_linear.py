@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.speech.text import _SPACE_BEFORE_PUNCT, speakable
+from bot.speech.text.text import _SPACE_BEFORE_PUNCT, speakable
 
 # The pattern before it was made linear: the reference for what it must still match.
 _QUADRATIC = re.compile(r"\s+(?=[.,!?;:)\]])|(?<=[(\[])\s+")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.speech.driver import End
-from bot.speech.source import StreamingSource
-from bot.speech.track_handle import TrackHandle
+from bot.speech.playback.driver import End
+from bot.speech.playback.source import StreamingSource
+from bot.speech.playback.track_handle import TrackHandle
 
 
 class FakeTrack:

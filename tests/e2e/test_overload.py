@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from bot.speech.speaker import frames_of
+from bot.speech.queue.speaker import frames_of
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.backends.piper.backend import PiperBackend
 from engine.base import Voice

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_a_player_error_reaches_the_log_and_the_user(sb, demo, bot, caplog, monkeypatch):
-    from bot.speech.voice_sink import VoiceSink
+    from bot.speech.connection.voice_sink import VoiceSink
 
     def broken(self, packet):  # an encryption or socket failure in the driver's thread, where frames are sent
         raise RuntimeError("injected player failure")

@@ -210,7 +210,7 @@ async def test_say_cuts_in_between_readout_sentences_and_the_readout_resumes(sb,
 async def test_members_take_turns_a_long_say_gives_way_to_another_members_say(sb, demo, bot, readout):
     """A long /say (over TURN_CHARS) pauses at its next sentence for another member's /say, which plays, then the
     rest of it: one utterance, every frame heard once. The same member's next /say waits for the whole first."""
-    from bot.speech.queue_policy import TURN_CHARS
+    from bot.speech.queue.queue_policy import TURN_CHARS
 
     made = {}
     bot.speech.listeners.append(lambda guild_id, utt, outcome: made.setdefault(utt.request.text, utt))

@@ -43,7 +43,7 @@ async def test_two_bots_with_disjoint_shards_each_serve_only_their_guilds(tmp_pa
             assert await it0.wait_text(timeout=30) == "Speaking."
             assert await it1.wait_text(timeout=30) == "Speaking."
             await asyncio.gather(cap0.wait_for_audio(0.5, timeout=30), cap1.wait_for_audio(0.5, timeout=30))
-            assert set(a.speech.speakers) == {g0.id} and set(b.speech.speakers) == {g1.id}
+            assert set(a.speech.speakers()) == {g0.id} and set(b.speech.speakers()) == {g1.id}
             assert a.get_guild(g1.id) is None and b.get_guild(g0.id) is None
         finally:
             for r in reversed(bots):

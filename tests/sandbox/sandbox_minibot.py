@@ -11,7 +11,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.speech.discord_internals import connection_state
+from bot.speech.connection.discord_internals import connection_state
 
 FRAME = 3840
 

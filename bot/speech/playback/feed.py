@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from engine.base import FRAME_BYTES, AudioChunk
 
 if TYPE_CHECKING:
-    from bot.speech.source import StreamingSource
+    from bot.speech.playback.source import StreamingSource
 
 log = logging.getLogger(__name__)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from bot.speech.driver import End, Track
-from bot.speech.source import StreamingSource
+from bot.speech.playback.driver import End, Track
+from bot.speech.playback.source import StreamingSource
 
 
 class TrackHandle:
-    """Controls the utterance whose turn it is; the voice driver's Track once it plays (bot/speech/driver.py)."""
+    """Controls the utterance whose turn it is; the voice driver's Track once it plays (driver.py)."""
 
     def __init__(self, source: StreamingSource) -> None:
         self.source = source

@@ -7,9 +7,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from bot.speech.connection_state import LIVE, ConnectionState, StateWatch
-from bot.speech.e2ee import DAVE_REQUIRED_CLOSE, may_speak
-from bot.speech.voice_client import Kind, ObservedVoiceClient, VoiceEvent
+from bot.speech.connection.connection_state import LIVE, ConnectionState, StateWatch
+from bot.speech.connection.e2ee import DAVE_REQUIRED_CLOSE, may_speak
+from bot.speech.connection.voice_client import Kind, ObservedVoiceClient, VoiceEvent
 
 log = logging.getLogger(__name__)
 S = ConnectionState

@@ -6,8 +6,8 @@ import discord
 
 from bot.errors import UserError
 from bot.prefs import PrefsService
-from bot.speech.say import Join, SayOrder
-from bot.speech.utterance import Notify
+from bot.speech.queue.utterance import Notify
+from bot.speech.text.say import Join, SayOrder
 
 
 async def message_order(prefs: PrefsService, interaction: discord.Interaction, message: discord.Message, *,

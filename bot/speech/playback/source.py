@@ -5,18 +5,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from bot.speech.feed import feed
-from bot.speech.handoff import FrameHandoff
-from bot.speech.pacing import FRAME_S
+from bot.speech.playback.feed import feed
+from bot.speech.playback.handoff import FrameHandoff
+from bot.speech.queue.pacing import FRAME_S
 from engine.base import FRAME_BYTES, AudioChunk
 
 SILENCE = b"\x00" * FRAME_BYTES
 
 
 class StreamingSource:
-    """One utterance's audio: its producer (bot/speech/feed.py) fills it on the loop, the voice driver reads it.
+    """One utterance's audio: its producer (feed.py) fills it on the loop, the voice driver reads it.
 
-    All the two threads share is its FrameHandoff (bot/speech/handoff.py); the rest is the loop's (the producer
+    All the two threads share is its FrameHandoff (bot/speech/playback/handoff.py); the rest is the loop's (the producer
     task, the waits) or the reader's. `read()` never blocks: it returns the next PCM frame, a silence frame (counted
     as an underrun) when the buffer is empty mid-utterance, or b"" once the producer has finished and the buffer is
     drained. The driver's Track encodes the frames `upcoming` to Opus ahead of reading them.
@@ -37,7 +37,7 @@ class StreamingSource:
 
     # -- the producer's side (event loop) -----------------------------------------------------------
     def start(self, chunks: AsyncIterator[AudioChunk]) -> asyncio.Task:
-        """Begin filling the buffer from `chunks` (bot/speech/feed.py) in a task on the running loop."""
+        """Begin filling the buffer from `chunks` (feed.py) in a task on the running loop."""
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(feed(self, chunks))
         return self._task

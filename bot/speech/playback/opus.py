@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import discord
 
-from bot.speech.discord_internals import set_encoder_complexity
+from bot.speech.connection.discord_internals import set_encoder_complexity
 
 SAMPLES_PER_FRAME = 960  # 20 ms at 48 kHz
 

@@ -11,7 +11,7 @@ log = logging.getLogger(__name__)
 
 
 class ConnectionState(enum.Enum):
-    """Where one guild's voice connection stands (bot/speech/connection.py sets it from gateway and voice events)."""
+    """Where one guild's voice connection stands (VoiceConnection sets it from gateway and voice events)."""
 
     DISCONNECTED = "disconnected"  # in no voice channel and wanting none (the start, leave(), a failed join)
     CONNECTING = "connecting"      # our join (connect or move) is under way

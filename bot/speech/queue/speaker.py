@@ -1,5 +1,5 @@
-"""GuildSpeaker: one guild's SpeechQueue, synthesized ahead by its Lookahead (bot/speech/lookahead.py) and played in
-turn by its Player (bot/speech/player.py) in its GuildCall; the value types are bot/speech/utterance.py's."""
+"""GuildSpeaker: one guild's SpeechQueue, synthesized ahead by its Lookahead (lookahead.py) and played in turn by its
+Player (playback/player.py) in its GuildCall; the value types are utterance.py's."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from collections.abc import Callable
 
 from bot.aio import cancel_and_wait
 from bot.speech.call import GuildCall
-from bot.speech.connection import VoiceConnection
-from bot.speech.driver import VoiceDriver
-from bot.speech.lookahead import Lookahead
-from bot.speech.pacing import Pacer
-from bot.speech.player import Player
-from bot.speech.queue_policy import SpeechQueue
-from bot.speech.utterance import Outcome, Request, Utterance, finish
+from bot.speech.connection.voice_connection import VoiceConnection
+from bot.speech.playback.driver import VoiceDriver
+from bot.speech.playback.player import Player
+from bot.speech.queue.lookahead import Lookahead
+from bot.speech.queue.pacing import Pacer
+from bot.speech.queue.queue_policy import SpeechQueue
+from bot.speech.queue.utterance import Outcome, Request, Utterance, finish
 from engine.base import FRAME_BYTES, Engine
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
-"""VoiceConnection: a guild's voice connection, with bot/speech/call_events.py (its state from voice events) and
-bot/speech/voice_sink.py (the driver's side) the only code touching discord.py's VoiceClient."""
+"""VoiceConnection: a guild's voice connection, with CallEvents (call_events.py: its state from voice
+events) and VoiceSink (voice_sink.py: the driver's side) the only code touching discord.py's VoiceClient."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from collections.abc import Callable
 import discord
 
 from bot.errors import UserError
-from bot.speech.call_events import CallEvents
-from bot.speech.connection_state import LIVE, ConnectionState
-from bot.speech.e2ee import e2ee_expected, privacy_code
-from bot.speech.voice_client import ObservedVoiceClient
-from bot.speech.voice_sink import VoiceSink
+from bot.speech.connection.call_events import CallEvents
+from bot.speech.connection.connection_state import LIVE, ConnectionState
+from bot.speech.connection.e2ee import e2ee_expected, privacy_code
+from bot.speech.connection.voice_client import ObservedVoiceClient
+from bot.speech.connection.voice_sink import VoiceSink
 
 log = logging.getLogger(__name__)
 NO_DAVE = ("Discord requires end-to-end encrypted voice (DAVE) in {channel}, and this bot's voice library did not "
@@ -41,7 +41,7 @@ class VoiceConnection:
     """Owns which channel the bot should be in for one guild, gets it there, and says where the call stands.
 
     Join with permission checks, move, leave, reconnect when dropped; its ConnectionState is its CallEvents' (driven
-    by the events of ObservedVoiceClient, bot/speech/voice_client.py, and the guild's voice states); its `sink` is
+    by the events of ObservedVoiceClient (voice_client.py) and the guild's voice states); its `sink` is
     the voice driver's (Opus frames, the speaking flag). A voice server refusing a client without end-to-end
     encryption (close 4017) is reported at once.
     """

@@ -7,8 +7,8 @@ import collections
 import time
 from collections.abc import Iterator
 
-from bot.speech.pacing import Pacer, Progress
-from bot.speech.utterance import Late, QueueFull, Request, Utterance
+from bot.speech.queue.pacing import Pacer, Progress
+from bot.speech.queue.utterance import Late, QueueFull, Request, Utterance
 
 # a /say longer than this (about 10 s of speech) gives another member's /say a turn at its next sentence
 TURN_CHARS = 150
@@ -103,6 +103,23 @@ class SpeechQueue:
                 return utt, stale
             stale.append(utt)
         return None, stale
+
+    def drop_stale(self, pacer: Pacer, rate: float) -> list[Utterance]:
+        """Take out the queued readout not started yet that can no longer start by its start_by, by pacing's model
+        of what plays before it at `rate` (with nothing ahead there is nothing to catch up), and return it."""
+        now = time.monotonic()
+        before: list[Utterance] = [self.current] if self.current is not None else []
+        dropped: list[Utterance] = []
+        for utt in list(self._waiting):
+            start_by = utt.request.start_by
+            late = start_by is not None and utt.source is None and before and (
+                now > start_by or now + pacer.wait([u.progress() for u in before], utt.progress(), rate) > start_by)
+            if late:
+                self._waiting.remove(utt)
+                dropped.append(utt)
+                continue
+            before.append(utt)
+        return dropped
 
     def pop(self) -> Utterance:
         return self._waiting.popleft()

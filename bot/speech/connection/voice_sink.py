@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import discord
 
-from bot.speech.e2ee import may_speak
-from bot.speech.voice_client import ObservedVoiceClient
+from bot.speech.connection.e2ee import may_speak
+from bot.speech.connection.voice_client import ObservedVoiceClient
 
 
 class VoiceSink:
-    """Where the voice driver sends a guild's frames (bot/speech/driver.py's Sink); its VoiceConnection owns it."""
+    """Where the voice driver sends a guild's frames (playback/driver.py's Sink); its VoiceConnection owns it."""
 
     def __init__(self, voice_client: Callable[[], ObservedVoiceClient | None], client: discord.Client,
                  timeout: float) -> None:

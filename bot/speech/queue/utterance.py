@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.errors import UserError
-from bot.speech.pacing import FRAME_S, Progress
-from bot.speech.play_stats import PlayStats
-from bot.speech.source import StreamingSource
+from bot.speech.playback.play_stats import PlayStats
+from bot.speech.playback.source import StreamingSource
+from bot.speech.queue.pacing import FRAME_S, Progress
 from engine.base import Voice
 
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import discord
 
-from bot.speech.connection import VoiceConnection
+from bot.speech.connection.voice_connection import VoiceConnection
 
 log = logging.getLogger(__name__)
 ALONE_GRACE_S = 2.0

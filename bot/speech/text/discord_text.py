@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import discord
 
-from bot.speech.text import Mentions, TextOptions, speakable
+from bot.speech.text.text import Mentions, TextOptions, speakable
 
 _USER = re.compile(r"<@!?(\d{1,20})>")
 _ROLE = re.compile(r"<@&(\d{1,20})>")
@@ -34,7 +34,7 @@ ChosenNames = Callable[[list[int]], Awaitable[dict[int, str]]]  # user ids -> th
 
 async def speakable_content(content: str, guild: discord.Guild | None, options: TextOptions,
                             names: dict[int, str] | None = None, chosen: ChosenNames | None = None) -> str:
-    """`content` in words (bot/speech/text.py), its mentions named: users from `names` (those Discord sent along;
+    """`content` in words (bot/speech/text/text.py), its mentions named: users from `names` (those Discord sent along;
     without them the guild's cache and a few members fetched), a user's chosen name (`chosen`) over either; roles
     and channels from the guild's cache; any other is read generically."""
     user_ids = _ids(_USER, content)

@@ -8,7 +8,7 @@ DAVE_REQUIRED_CLOSE = 4017  # voice close code: the client did not offer DAVE
 
 
 class DaveFacts(Protocol):
-    """What these checks read of a voice client (bot/speech/voice_client.py's ObservedVoiceClient)."""
+    """What these checks read of a voice client (bot/speech/connection/voice_client.py's ObservedVoiceClient)."""
 
     @property
     def dave_protocol_version(self) -> int: ...

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 
-from bot.speech.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
+from bot.speech.text.emoji_names import FAMILY_MEMBERS, FLAGS, NAMES, SEQUENCES
 from engine.segment import scrub
 
 DISCORD_MAX_CHARS = 4000  # the longest message Discord sends (Nitro): no more is read
@@ -118,7 +118,7 @@ _MONTHS = (
 
 def speakable(content: str, mentions: Mentions = Mentions(), options: TextOptions = TextOptions()) -> str:
     """What a voice should say for a message's `content`, in words; "" when there is nothing to say. Not cut to a
-    length: what is spoken is cut once, to its limit (bot/speech/say.py)."""
+    length: what is spoken is cut once, to its limit (bot/speech/text/say.py)."""
     text = _Renderer(mentions, options).render(_LINE_MARKERS.sub("", _clean(content[:DISCORD_MAX_CHARS])))
     text = _cap_repeats(_SPACE_BEFORE_PUNCT.sub("", _sentences(text)), options.max_repeat)
     # Last line of defence, after every edit that could join characters: no URL and no raw markup.

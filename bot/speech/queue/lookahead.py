@@ -1,5 +1,5 @@
 """Lookahead: one guild's synthesis ahead of playback (what plays now and the next queued utterances), each in its
-priority's slots, at the catch-up speed; a queued readout that can no longer start in time leaves the queue first."""
+priority's slots, at the catch-up speed; what the queue finds stale (SpeechQueue.drop_stale) is never started."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from bot.speech.pacing import Pacer, catch_up_speed
-from bot.speech.queue_policy import SpeechQueue
-from bot.speech.source import StreamingSource
-from bot.speech.utterance import Request, Utterance
+from bot.speech.playback.source import StreamingSource
+from bot.speech.queue.pacing import Pacer, catch_up_speed
+from bot.speech.queue.queue_policy import SpeechQueue
+from bot.speech.queue.utterance import Request, Utterance
 from engine.base import AudioChunk, Engine
 
 
@@ -36,8 +36,9 @@ class Lookahead:
 
     def start(self) -> None:
         """Start synthesis for the current utterance and the next `depth` queued ones; a queued one that can no
-        longer start by its start_by leaves the queue first (nothing is synthesized for it)."""
-        self._drop_stale()
+        longer start by its start_by leaves the queue first (the queue decides; nothing is synthesized for it)."""
+        for utt in self.queue.drop_stale(self.pacer, self.rate(None)):
+            self.stale(utt)
         current = self.queue.current
         ahead = [current] if current is not None else []
         ahead += self.queue.first(self.depth)
@@ -46,22 +47,6 @@ class Lookahead:
                 utt.speed_factor = self._catch_up_factor(utt)
                 utt.source = StreamingSource(self.buffer_frames)
                 utt.source.start(self._synthesize(utt))
-
-    def _drop_stale(self) -> None:
-        now = time.monotonic()
-        before: list[Utterance] = [self.queue.current] if self.queue.current is not None else []
-        for utt in list(self.queue):
-            start_by = utt.request.start_by
-            if start_by is not None and utt.source is None and before:  # nothing ahead: nothing to catch up
-                late = now > start_by
-                if not late and now + self.pacer.wait([u.progress() for u in before], utt.progress(),
-                                                      self.rate(None)) > start_by:
-                    late = True
-                if late:
-                    self.queue.remove(utt)
-                    self.stale(utt)
-                    continue
-            before.append(utt)
 
     def _catch_up_factor(self, utt: Utterance) -> float:
         """How much faster `utt` is made: more the more other speech waits in this channel (the rest of what plays

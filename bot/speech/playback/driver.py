@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from bot.speech.opus import voice_encoder
-from bot.speech.play_stats import PlayStats
-from bot.speech.source import SILENCE, StreamingSource
+from bot.speech.playback.opus import voice_encoder
+from bot.speech.playback.play_stats import PlayStats
+from bot.speech.playback.source import SILENCE, StreamingSource
 
 log = logging.getLogger(__name__)
 TICK_S = 0.020  # one Opus frame per connection per tick
@@ -25,7 +25,7 @@ OPUS_SILENCE = b"\xf8\xff\xfe"
 
 
 class Sink(Protocol):
-    """Where a track's frames go: a guild's voice connection (bot/speech/connection.py)."""
+    """Where a track's frames go: a guild's voice connection (bot/speech/connection/voice_connection.py)."""
 
     timeout: float  # how long a (re)connect may take
 

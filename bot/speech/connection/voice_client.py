@@ -11,7 +11,7 @@ from typing import Any
 import discord
 from discord.voice_state import ConnectionFlowState, VoiceConnectionState
 
-from bot.speech.discord_internals import voice_ws_close_code
+from bot.speech.connection.discord_internals import voice_ws_close_code
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class ObservedVoiceClient(discord.VoiceClient):
     state object (``create_connection_state``) and hook every voice websocket message (the ``hook`` of
     ``VoiceConnectionState``, as voice receive extensions do). Only those are used, with VoiceProtocol's own
     ``on_voice_state_update`` and ``cleanup``: nothing is patched. The one internal read, the voice websocket's
-    close code, is read through bot/speech/discord_internals.py.
+    close code, is read through bot/speech/connection/discord_internals.py.
     """
 
     def __init__(self, client: discord.Client, channel: discord.abc.Connectable, *, listener: Listener) -> None:

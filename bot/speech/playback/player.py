@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 
 from bot.aio import first_of
 from bot.speech.call import GuildCall
-from bot.speech.driver import End, Track, VoiceDriver
-from bot.speech.pacing import FRAME_S, Pacer
-from bot.speech.source import StreamingSource
-from bot.speech.track_handle import TrackHandle
-from bot.speech.utterance import Outcome, Request, Utterance
+from bot.speech.playback.driver import End, Track, VoiceDriver
+from bot.speech.playback.source import StreamingSource
+from bot.speech.playback.track_handle import TrackHandle
+from bot.speech.queue.pacing import FRAME_S, Pacer
+from bot.speech.queue.utterance import Outcome, Request, Utterance
 from engine.base import EngineError
 
 log = logging.getLogger(__name__)

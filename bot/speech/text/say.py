@@ -12,9 +12,9 @@ import discord
 from bot.config import MORE, SpeechSettings
 from bot.dictionary import apply as apply_dictionary
 from bot.errors import UserError
-from bot.speech.discord_text import ChosenNames, speakable_content
-from bot.speech.text import PAUSES, TextOptions
-from bot.speech.utterance import Notify
+from bot.speech.queue.utterance import Notify
+from bot.speech.text.discord_text import ChosenNames, speakable_content
+from bot.speech.text.text import PAUSES, TextOptions
 from bot.storage.settings_repo import GuildPrefs
 from engine.base import Voice
 

@@ -1,0 +1,1 @@
+"""A guild's voice connection: discord.py's VoiceClient observed, its state, DAVE, the driver's sink."""

@@ -1,0 +1,1 @@
+"""Playing an utterance: the player, the one voice driver thread, the track's handle, its frame buffer and feed."""

@@ -1,0 +1,83 @@
+"""Player with a fake connection and sink (test doubles for a Discord call) and the real voice driver and Opus: how
+an utterance ends (played, skipped, no call, E2EE never ready), who is told, and that nothing is sent unheard."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.speech.call import GuildCall
+from bot.speech.playback.driver import VoiceDriver
+from bot.speech.playback.player import Player
+from bot.speech.playback.source import StreamingSource
+from bot.speech.queue.pacing import Pacer
+from bot.speech.queue.utterance import Outcome, Request, Utterance
+from engine.base import FRAME_BYTES, AudioChunk
+from tests.sinks import FakeSink
+
+
+class FakeConnection:
+    """A call that is joined (or not) and whose E2EE gets ready (or not)."""
+
+    def __init__(self, joined: bool = True, e2ee: bool = True) -> None:
+        self.joined, self.e2ee, self.sink = joined, e2ee, FakeSink()
+
+    async def ensure(self) -> bool:
+        return self.joined
+
+    async def wait_e2ee(self, timeout: float) -> bool:
+        return self.e2ee
+
+
+async def speech(frames: int):
+    yield AudioChunk(b"\x10\x00" * (FRAME_BYTES // 2) * frames, 48_000, 2, final=True)
+
+
+async def never_changes() -> None:
+    await asyncio.sleep(3600)
+
+
+async def play(conn: FakeConnection, *, skipped: bool = False, frames: int = 25) -> tuple[Outcome | None, Utterance,
+                                                                                         list[str], Pacer]:
+    told: list[str] = []
+
+    async def notify(message: str) -> None:
+        told.append(message)
+    driver, pacer = VoiceDriver(), Pacer()
+    player = Player(1, GuildCall(conn), driver, pacer, rate=lambda _r: 10.0,  # type: ignore[arg-type]
+                    load_changed=never_changes, e2ee_wait_s=0.5)
+    utt = Utterance(Request("A sentence long enough to learn from.", notify=notify), skipped=skipped)
+    utt.source = StreamingSource(100)
+    utt.source.start(speech(frames))
+    try:
+        outcome = await asyncio.wait_for(player.play(utt), 10.0)
+    finally:
+        driver.close()
+    return outcome, utt, told, pacer
+
+
+def test_an_utterance_plays_every_frame_and_the_pacer_learns_its_length() -> None:
+    conn = FakeConnection()
+    outcome, utt, told, pacer = asyncio.run(play(conn))
+    assert outcome is Outcome.PLAYED and told == []
+    assert len(conn.sink.sent) >= 25 and utt.source is not None and utt.source.frames_read == 25
+    assert pacer.seconds_per_char != Pacer().seconds_per_char and utt.ttfa is not None
+
+
+def test_not_in_a_call_fails_and_tells_the_author_without_sending() -> None:
+    conn = FakeConnection(joined=False)
+    outcome, _, told, _ = asyncio.run(play(conn))
+    assert outcome is Outcome.FAILED and conn.sink.sent == []
+    assert told and "/join" in told[0]
+
+
+def test_e2ee_never_ready_fails_and_says_why_without_sending() -> None:
+    conn = FakeConnection(e2ee=False)
+    outcome, _, told, _ = asyncio.run(play(conn))
+    assert outcome is Outcome.FAILED and conn.sink.sent == []
+    assert told and "end-to-end encryption" in told[0]
+
+
+def test_skipped_before_its_turn_sends_nothing() -> None:
+    conn = FakeConnection()
+    outcome, _, told, _ = asyncio.run(play(conn, skipped=True))
+    assert outcome is Outcome.SKIPPED and conn.sink.sent == [] and told == []
