@@ -68,9 +68,7 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # 4 s windows with the shared arena).
 LEARNING_WINDOW = 320  # frames (4 s) of the windows that teach a voice's statistics (whole runs up to 6 s)
 FIRST = 64  # frames (0.8 s) of the first window when the statistics are learned and other inferences run
-FIRST_ALONE = 40  # ... and when none does (the first word sooner; the next window is made at the whole CPU's speed),
-# twice before they grow: a 60-frame second window took longer to make than the first's 0.5 s plays, so the player held
-# the first chunk ~330 ms for it (the e2e bench's TTFA breakdown, on the 2-core EPYC)
+FIRST_ALONE = 40  # ... and when none does (the first word sooner; the next window is made at the whole CPU's speed)
 # Each run starts with ~0.35 s of silence (the model's duration for its leading pad token): it is cut to LEAD_S before
 # the first 10 ms over SOUND_RMS, so the first word is heard that much sooner. Cut from the audio, not from the
 # vocoder's input: vocoding the run without those frames saved 10% of its time but raised PocketSphinx's word errors
@@ -258,8 +256,7 @@ class KokoroModel:
         if given is None:  # normalized by their own statistics: long windows (short ones cost words)
             spans = windows(n, LEARNING_WINDOW, LEARNING_WINDOW)
         else:
-            first, repeat = (FIRST_ALONE, 2) if self.idle() else (FIRST, 1)
-            spans = [(start + a, start + b) for a, b in windows(end - start, first, repeat=repeat)]
+            spans = [(start + a, start + b) for a, b in windows(end - start, FIRST_ALONE if self.idle() else FIRST)]
         phases = self.start_phases(f0) if len(spans) > 1 or start else None
         stitcher = Stitcher(end)
         corrector = ShapeStream(shape, f0) if shape is not None and shape.corrects else None
@@ -347,7 +344,7 @@ class KokoroBackend(BackendDefaults):
             stock=tuple(stock_voice(n) for n in voices if pack_language(n)),
             sentence_chars=SENTENCE_CHARS,
             steps=True,
-            units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST_ALONE, repeat=2)[:7]),
+            units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6]),
             reads=("piper",),  # a voice registered under Piper speaks (through Piper) until it is fitted again
         )
 
