@@ -15,7 +15,7 @@ mode (stream: chunks as the model yields them; full: one chunk per segment) and 
 first-chunk latency p50/p95, RTF (synthesis time / audio time, per request; below 1 is faster than real
 time), throughput in seconds of audio per second, and peak GPU memory, each with its ratio to the
 concurrency-1 fp32 run of the same mode, measured in this run. From the memory growth per stream it
-prints the `engine.max_concurrency` that engine.cosyvoice.suggest_concurrency gives for this GPU.
+prints the `engine.max_concurrency` that engine.backends.cosyvoice.loader.suggest_concurrency gives for this GPU.
 
 Where there is no CUDA GPU or no model folder it prints one "skipped: ..." line and exits 0.
 """
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from engine.base import EngineError, Voice, VoiceProfile  # noqa: E402
-from engine.settings import CosyVoiceSettings  # noqa: E402
+from engine.backends.cosyvoice.settings import CosyVoiceSettings  # noqa: E402
+from engine.base import BackendUnavailable, EngineError, Voice, VoiceProfile  # noqa: E402
 
 TEXTS = (
     "Welcome back, everyone. The game night starts in ten minutes, so grab a seat.",
@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.prompt_wav and not args.prompt_text:
         parser.error("--prompt-text is needed with --prompt-wav")
 
-    from engine.backends.cosyvoice import backend as cosyvoice
+    from engine.backends.cosyvoice.backend import CosyVoiceBackend
+    from engine.backends.cosyvoice.loader import load_cosyvoice, suggest_concurrency
 
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
@@ -207,15 +208,15 @@ def main(argv: list[str] | None = None) -> int:
         base = replace(settings, fp16=precision == "fp16", device=settings.device or "cuda")
         try:
             t0 = time.perf_counter()
-            model, version = cosyvoice.load_cosyvoice(base, workers=max(levels))
+            model, version = load_cosyvoice(base, workers=max(levels))
             print(f"{precision}: loaded in {time.perf_counter() - t0:.1f} s ({version})")
-        except cosyvoice.BackendUnavailable as exc:
+        except BackendUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         free_after_load = torch.cuda.mem_get_info()[0]
         voice = None
         for mode in modes:
-            backend = cosyvoice.CosyVoiceBackend(
+            backend = CosyVoiceBackend(
                 replace(base, streaming=mode == "stream"), workers=max(levels), model=model, version=version
             )
             if voice is None:
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             suggestion[precision] = {
                 "per_stream_gib": round(per_stream_bytes / (1 << 30), 3),
                 "free_after_load_gib": round(free_after_load / (1 << 30), 2),
-                "max_concurrency": cosyvoice.suggest_concurrency(free_after_load, per_stream_bytes),
+                "max_concurrency": suggest_concurrency(free_after_load, per_stream_bytes),
             }
         del model
         gc.collect()

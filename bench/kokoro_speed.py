@@ -20,6 +20,7 @@ from engine.backends.cpu import usable_cores  # noqa: E402
 from engine.backends.kokoro import assets as kokoro_assets  # noqa: E402
 from engine.backends.kokoro import graph  # noqa: E402
 from engine.backends.kokoro import tuning as kokoro_tuning  # noqa: E402
+from engine.backends.kokoro.settings import KokoroSettings  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.settings import EngineSettings  # noqa: E402
 
@@ -156,14 +157,15 @@ async def main(rounds: int) -> None:
     from engine.factory import build_engine
 
     settings = EngineSettings()
+    assets_dir = KokoroSettings.of(settings).assets_dir
     at_once, cores, host = kokoro_tuning.concurrency(settings), usable_cores(), kokoro_tuning.host()
-    chosen = kokoro_tuning.tuning(settings.kokoro.assets_dir, at_once)
+    chosen = kokoro_tuning.tuning(assets_dir, at_once)
     print(f"host: {host['model']}, {cores} usable cores, onnxruntime {onnxruntime.__version__}")
     print(f"flags: {host['flags']}")
     print(f"tuning: {chosen.why}")
 
     plain = onnxruntime.InferenceSession(str(kokoro_assets.model_path()), providers=["CPUExecutionProvider"])
-    feeds = [kokoro_tuning.text_feeds(t, settings.kokoro.assets_dir) for t in TEXTS]
+    feeds = [kokoro_tuning.text_feeds(t, assets_dir) for t in TEXTS]
     plain.run(None, feeds[0])
     engine, piper = build_engine(settings), build_engine(dataclasses.replace(settings, backend="piper"))
     await engine.warm_up()
@@ -194,10 +196,10 @@ async def main(rounds: int) -> None:
     print(f"kokoro_cpu_vs_piper {ours_cpu / theirs_cpu:.2f}  (CPU s per audio s, p50: Kokoro {ours_cpu:.3f}, "
           f"Piper {theirs_cpu:.3f})")
 
-    path = kokoro_assets.graph_paths(settings.kokoro.assets_dir)[chosen.vocoder]
+    path = kokoro_assets.graph_paths(assets_dir)[chosen.vocoder]
     flops = vocoder_flops_per_audio_s(path)
     peak_all, peak_one = matmul_peak(cores), matmul_peak(chosen.threads)
-    alone = vocoder_rate(settings.kokoro.assets_dir, chosen)
+    alone = vocoder_rate(assets_dir, chosen)
     print(f"kokoro_peak_fraction {flops * best / peak_all:.2f}  (the vocoder's {flops / 1e9:.1f} G multiply-adds x2 "
           f"per audio s x {best:.2f} streams over numpy's float32 matmul, {peak_all / 1e9:.0f} GFLOP/s on {cores} "
           f"threads; the {kokoro_tuning.NAMES[chosen.vocoder]} vocoder alone on {chosen.threads}: "

@@ -55,12 +55,13 @@ from bench.listen import Recognizer, wer  # noqa: E402
 from engine.backends.kokoro.backend import KokoroBackend  # noqa: E402
 from engine.backends.kokoro.voice import STAGES, KokoroStyle  # noqa: E402
 from engine.backends.piper.backend import PiperBackend  # noqa: E402
+from engine.backends.piper.settings import PiperSettings  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.bench import _stream_times  # noqa: E402
-from engine.settings import EngineSettings, PiperSettings  # noqa: E402
+from engine.settings import EngineSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
 from engine.voices import embedding  # noqa: E402
-from engine.voices.matching import MATCHING_MODES, PARTS  # noqa: E402
+from engine.voices.fit import MATCHING_MODES, PARTS  # noqa: E402
 from engine.voices.registration import Registration, register_clip, synthesize_default  # noqa: E402
 
 FIT_TEXT = (

@@ -98,7 +98,7 @@ class Settings:
     voices: VoiceSettings = field(default_factory=VoiceSettings)
     readout: ReadoutSettings = field(default_factory=ReadoutSettings)
     web: WebSettings = field(default_factory=WebSettings)
-    base_dir: str = "."  # folder of the config file; relative paths are resolved against it
+    base_dir: str = field(default=".", metadata={"config": False})  # the config file's folder: relative paths' base
 
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()
@@ -172,6 +172,9 @@ def _validate(settings: Settings, file: str) -> None:
         raise ConfigError(f"{file}: 'speech.catch_up_speed': expected 1 to 2, got {settings.speech.catch_up_speed}")
     if settings.speech.lookahead < 0:
         raise ConfigError(f"{file}: 'speech.lookahead': expected 0 or more, got {settings.speech.lookahead}")
+    problems = settings.engine.table_problems()  # each backend package checks its own table
+    if problems:
+        raise ConfigError(f"{file}: {problems[0]}")
     # the bot's longest utterance is speech.max_text_chars plus MORE
     if settings.speech.max_text_chars + len(MORE) > settings.engine.max_text_chars:
         raise ConfigError(

@@ -65,18 +65,26 @@ def _shown(key: str) -> str:
 
 
 def build(cls: type, data: Mapping[str, Any], file: str, section: str) -> Any:
+    """`cls`, a dataclass, from a table whose keys are its fields (but those with metadata {"config": False}) and,
+    when it has a classmethod `config_tables()` (name -> dataclass), those tables too, built and handed to it
+    together as its `tables` argument (a tuple)."""
     hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}
+    known = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("config", True)}
+    extra: Mapping[str, type] = cls.config_tables() if hasattr(cls, "config_tables") else {}
     kwargs: dict[str, Any] = {}
+    tables: list[Any] = []
     for key, value in data.items():
         dotted = f"{section}.{key}" if section else key
-        if key not in known or key == "base_dir":
+        if key not in known and key not in extra:
             raise ConfigError(f"{file}: unknown key '{_shown(dotted)}' (check the spelling against config.toml)")
-        tp = hints[key]
+        tp = extra[key] if key in extra else hints[key]
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):
                 raise ConfigError(f"{file}: '{dotted}' must be a table [{dotted}], got {value!r}")
-            kwargs[key] = build(tp, value, file, dotted)
+            if key in extra:
+                tables.append(build(tp, value, file, dotted))
+            else:
+                kwargs[key] = build(tp, value, file, dotted)
         else:
             if isinstance(value, dict):
                 raise ConfigError(f"{file}: '{dotted}': expected {_describe(tp)}, got a table")
@@ -84,6 +92,8 @@ def build(cls: type, data: Mapping[str, Any], file: str, section: str) -> Any:
                 kwargs[key] = _convert(value, tp, dotted)
             except ConfigError as exc:
                 raise ConfigError(f"{file}: {exc}") from None
+    if tables:
+        kwargs["tables"] = tuple(tables)
     return cls(**kwargs)
 
 

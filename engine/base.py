@@ -110,8 +110,14 @@ class BackendInfo:
     # making the next): Piper's are sentences (about 2 s), Kokoro's its vocoder windows growing
     units: tuple[float, ...] = (2.0,)
     # other backends whose stored features this one reads (a voice registered under them speaks until it is fitted
-    # again for this one)
+    # again for this one): a voice whose blob is of a kind not in `features` is spoken by the first of them that
+    # speaks it (engine/catalog.py)
     reads: tuple[str, ...] = ()
+    # the kinds of registered voices' feature blobs it speaks (engine/voices/features.py); () : whatever it is given
+    features: tuple[str, ...] = ()
+    # English names of its languages, as (base code, name) pairs: what the engine's languages() shows (a language no
+    # backend names shows as its code)
+    language_names: tuple[tuple[str, str], ...] = ()
 
 
 class CancelToken:
@@ -303,8 +309,8 @@ class Engine(Protocol):
         ...
 
     def route(self, voice: Voice, language: str) -> Voice:
-        """The voice to speak text in `language` with: `voice` when it speaks it, else an installed voice
-        that does, else eSpeak NG's (engine/catalog.py)."""
+        """The voice to speak text in `language` with: `voice` when it speaks it, else the configured backend's
+        own voice or another voice of the engine that does (engine/catalog.py)."""
         ...
 
     def stats(self) -> EngineStats: ...

@@ -10,9 +10,10 @@ import time
 from dataclasses import dataclass, replace
 
 from engine.backends.piper.backend import bundled_model_path
+from engine.backends.piper.settings import PiperSettings
 from engine.base import Engine, Voice
 from engine.factory import build_engine
-from engine.settings import EngineSettings, PiperSettings
+from engine.settings import EngineSettings
 
 ONE_SENTENCE = "The weather this morning was bright and clear, with a gentle breeze coming in from the west."
 THIRTY_WORDS = (
@@ -60,7 +61,7 @@ class Metric:
 def _settings(workers: int, model: str = "", intra_op: int = 0) -> EngineSettings:
     return EngineSettings(
         workers=workers, max_concurrency=workers, per_key_limit=1, max_text_chars=5000,
-        piper=PiperSettings(model=model, intra_op_threads=intra_op),
+        tables=(PiperSettings(model=model, intra_op_threads=intra_op),),
     )
 
 
@@ -197,8 +198,9 @@ async def bench_fairness(model: str, keys: int = 8, per_key: int = 5) -> list[Me
 
 async def bench_remote(model: str, rounds: int) -> list[Metric]:
     """The remote backend through the engine server (same process, loopback) against the local engine."""
+    from engine.backends.remote.settings import RemoteSettings
     from engine.server.app import serve_in_background
-    from engine.settings import RemoteSettings, ServerSettings
+    from engine.settings import ServerSettings
 
     local, served = await _engine(1, model), await _engine(1, model)
     loc_ttfa: list[float] = []
@@ -207,7 +209,7 @@ async def bench_remote(model: str, rounds: int) -> list[Metric]:
     rem_wall: list[float] = []
     try:
         async with serve_in_background(served, ServerSettings(port=0)) as url:
-            remote = build_engine(replace(_settings(1, model), backend="remote", remote=RemoteSettings(url=url)))
+            remote = build_engine(replace(_settings(1, model), backend="remote").with_tables(RemoteSettings(url=url)))
             try:
                 await _stream_times(remote, "Warm up.")
                 for n in range(rounds):

@@ -1,72 +1,79 @@
-"""VoiceCatalog: the engine's voices (the configured backend's, extra Piper voices from a folder, eSpeak NG),
-the languages each speaks, and which voice speaks a message in a given language."""
+"""VoiceCatalog: the engine's voices (the configured backend's, voices registered under a backend it reads, and the
+voices backend packages hold beside it), the languages each speaks, and which voice speaks a message in a language."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
+import threading
+from collections.abc import Callable
 from typing import Any
 
-from engine.backends.espeak.backend import VOICE_NAME as ESPEAK_VOICE
-from engine.backends.espeak.backend import EspeakBackend
+from engine.backends import PACKAGES
 from engine.base import AsyncBackend, Backend, BackendUnavailable, Voice
 from engine.languages import base
 from engine.settings import EngineSettings
+from engine.voices import features
 
 log = logging.getLogger(__name__)
-
-
-def scan_piper_voices(settings: EngineSettings, taken: set[str]) -> dict[str, Backend]:
-    """Every `.onnx` Piper voice (with its `.onnx.json`) in `settings.piper.voices_dir`, by file name; one
-    that does not load is logged and skipped, and so is a name already taken."""
-    folder = settings.piper.voices_dir
-    if not folder:
-        return {}
-    from engine.backends.piper.backend import PiperBackend
-
-    found: dict[str, Backend] = {}
-    path = Path(folder).expanduser()
-    if not path.is_dir():
-        log.warning("engine.piper.voices_dir %s is not a folder; no extra Piper voices", path)
-        return found
-    for model in sorted(path.glob("*.onnx")):
-        name = model.name.removesuffix(".onnx")
-        if name in taken or name in found or name == ESPEAK_VOICE:
-            log.warning("Piper voice %s: the name %r is taken; skipped", model, name)
-            continue
-        try:
-            found[name] = PiperBackend(dataclasses.replace(settings.piper, model=str(model)), workers=settings.workers)
-        except BackendUnavailable as exc:
-            log.warning("Piper voice %s skipped: %s", model, exc)
-            continue
-        log.info("Piper voice %s speaks %s", name, ", ".join(found[name].info.languages))
-    return found
+MakeBackend = Callable[[str], Backend | AsyncBackend]  # a backend by its name in engine.backends.BACKENDS
 
 
 class VoiceCatalog:
-    """The configured backend (its default voice, registered voices), extra Piper voices by name, and
-    eSpeak NG (Voice.name "espeak-ng", any language it knows). All of them run in the same StreamingEngine:
-    the same scheduler, pool, framing and loudness."""
+    """The configured backend (its default voice, registered voices) and extra voices, each a backend of its own
+    known by a Voice.name (engine.backends.Package.voices: a folder's voices, a fallback for many languages): a
+    language that neither the chosen voice nor the configured backend speaks goes to the first extra that does. All of
+    them run in the same StreamingEngine: the same scheduler, pool, framing and loudness."""
 
     def __init__(self, primary: Backend | AsyncBackend, extras: dict[str, Backend] | None = None,
-                 espeak: EspeakBackend | None = None) -> None:
+                 make: MakeBackend | None = None) -> None:
         self.primary = primary
-        self.extras = dict(extras or {})
-        self.espeak = espeak
+        self.extras = dict(extras or {})  # Voice.name -> its backend, in the order routing tries them
+        self._make = make  # a backend by its name (engine.backends.BACKENDS), for `primary.info.reads`
+        self._readers: dict[str, Backend | None] = {}  # made on the first voice they speak; None: not made
+        self._lock = threading.Lock()  # (voices are routed on the event loop and, for the CLI, on worker threads)
 
     @classmethod
-    def build(cls, primary: Backend | AsyncBackend, settings: EngineSettings) -> VoiceCatalog:
-        """The primary backend with the extra Piper voices of the voices folder and, when enabled and
-        installed, eSpeak NG (when it is not, a warning says so and routing does without it)."""
-        extras = scan_piper_voices(settings, set(primary.info.voices))
-        espeak = None
-        if settings.espeak.enabled:
+    def build(cls, primary: Backend | AsyncBackend, settings: EngineSettings,
+              make: MakeBackend | None = None) -> VoiceCatalog:
+        """The primary backend with the extra voices of every backend package (engine.backends.Package.voices), in
+        the registry's order, a name already taken skipped; `make` builds a backend whose registered voices the
+        primary reads (`info.reads`), on the first such voice."""
+        extras: dict[str, Backend] = {}
+        for package in PACKAGES.values():
+            taken = {*primary.info.voices, *extras}
             try:
-                espeak = EspeakBackend(settings.espeak.command)
-            except BackendUnavailable as exc:
-                log.warning("eSpeak NG backend off: %s", exc)
-        return cls(primary, extras, espeak)
+                found = package.extra_voices(settings, taken)
+            except ImportError as exc:
+                log.warning("the voices of %s are off: %s", package.package, exc)
+                continue
+            for name, backend in found.items():
+                if name in taken:
+                    log.warning("voice %r of %s: the name is taken; skipped", name, package.package)
+                    backend.close()
+                else:
+                    extras[name] = backend
+        return cls(primary, extras, make)
+
+    def _reader(self, blob: bytes) -> Backend | None:
+        """The backend that speaks a registered voice's `blob` when the primary does not speak its kind: the first of
+        `primary.info.reads` that declares it (made once); None when the primary speaks it (or none does)."""
+        kinds, kind = self.primary.info.features, features.kind(blob)
+        if not kinds or kind in kinds or self._make is None:
+            return None
+        for name in self.primary.info.reads:
+            with self._lock:
+                if name not in self._readers:
+                    try:
+                        made = self._make(name)
+                        self._readers[name] = made if isinstance(made, Backend) else None
+                    except BackendUnavailable as exc:
+                        log.warning("voices registered under %s cannot speak until fitted again: %s", name, exc)
+                        self._readers[name] = None
+                reader = self._readers[name]
+            if reader is not None and kind in reader.info.features:
+                return reader
+        return None
 
     @property
     def default_language(self) -> str:
@@ -74,12 +81,14 @@ class VoiceCatalog:
         return self.primary.info.languages[0] if self.primary.info.languages else "en"
 
     def backend_for(self, voice: Voice) -> tuple[Backend | AsyncBackend, Voice]:
-        """The backend that speaks `voice`, and the voice as that backend names it."""
-        if voice.name == ESPEAK_VOICE and self.espeak is not None:
-            return self.espeak, voice
+        """The backend that speaks `voice`, and the voice as that backend names it (an extra's: its own default
+        voice, at the voice's speed, pitch and language)."""
         extra = self.extras.get(voice.name)
         if extra is not None:
             return extra, dataclasses.replace(voice, name="default", profile=None, speaker_id=None)
+        reader = self._reader(voice.profile.features) if voice.profile is not None else None
+        if reader is not None:  # registered under a backend the primary reads, until it is fitted again
+            return reader, dataclasses.replace(voice, name="default")
         return self.primary, voice
 
     def speaks(self, voice: Voice) -> tuple[str, ...]:
@@ -88,16 +97,19 @@ class VoiceCatalog:
         return backend.voice_languages(named)
 
     def languages(self) -> dict[str, str]:
-        """Every language some voice speaks: base code -> English name (eSpeak NG's names)."""
-        names = self.espeak.names if self.espeak is not None else {}
-        codes = {*self.primary.info.languages, *(c for b in self.extras.values() for c in b.info.languages)}
-        if self.espeak is not None:
-            codes |= set(self.espeak.voices)
+        """Every language some voice speaks: base code -> English name (the first a backend declares in its
+        `info.language_names`; else the code)."""
+        backends = (self.primary, *self.extras.values())
+        names: dict[str, str] = {}
+        for backend in backends:
+            for code, name in backend.info.language_names:
+                names.setdefault(code, name)
+        codes = {c for backend in backends for c in backend.info.languages}
         return {c: names.get(c, c) for c in sorted(codes)}
 
     def route(self, voice: Voice, language: str) -> Voice:
         """`voice` when it speaks `language`; else the configured backend's own voice when it does; else the
-        first extra Piper voice that does; else eSpeak NG's; else `voice` all the same."""
+        first extra voice that does; else `voice` all the same."""
         code = base(language)
         if not code or code in self.speaks(voice):
             return dataclasses.replace(voice, language=code)
@@ -107,13 +119,23 @@ class VoiceCatalog:
         for name, backend in self.extras.items():
             if code in backend.info.languages:
                 return Voice(name=name, **keep)
-        if self.espeak is not None and code in self.espeak.voices:
-            return Voice(name=ESPEAK_VOICE, **keep)
         return dataclasses.replace(voice, language=code)
 
+    @property
+    def sessions_alive(self) -> int | None:
+        """Inference sessions of every backend made so far (None where the primary does not count them)."""
+        counted = self.primary.sessions_alive if isinstance(self.primary, Backend) else None
+        if counted is None:
+            return None
+        with self._lock:
+            others = [*self.extras.values(), *(b for b in self._readers.values() if b is not None)]
+        return counted + sum(b.sessions_alive or 0 for b in others)
+
     def close(self) -> None:
-        """Close the extra voices and eSpeak NG (the primary is closed by its engine)."""
-        for backend in (*self.extras.values(), *([self.espeak] if self.espeak is not None else [])):
+        """Close the readers and the extra voices (the primary is closed by its engine)."""
+        with self._lock:
+            readers, self._readers = [b for b in self._readers.values() if b is not None], {}
+        for backend in (*readers, *self.extras.values()):
             try:
                 backend.close()
             except Exception:  # noqa: BLE001 - one voice failing to close must not keep the others open

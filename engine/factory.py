@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 
 from engine.backends import BACKENDS
 from engine.base import AsyncBackend, Backend, BackendUnavailable, Engine
@@ -15,20 +15,21 @@ from engine.streaming import StreamingEngine
 def build_backend(settings: EngineSettings) -> Backend | AsyncBackend:
     """The backend named by `settings.backend` (engine.backends.BACKENDS); BackendUnavailable says what is missing."""
     name = settings.backend
-    target = BACKENDS.get(name)
-    if target is None:
+    package = BACKENDS.get(name)
+    if package is None:
         raise BackendUnavailable(f"Unknown engine backend {name!r}; choose one of: {', '.join(BACKENDS)}.")
-    module, cls = target.split(":")
     try:
-        mod = importlib.import_module(module)
+        backend_class = package.backend_class()
     except ImportError as exc:
         raise BackendUnavailable(f"The {name} backend is not available: {exc}") from exc
-    return getattr(mod, cls).from_settings(settings)
+    return backend_class.from_settings(settings)
 
 
 def build_engine(settings: EngineSettings | None = None) -> Engine:
     """The configured backend (its registered voices converted when engine.conversion.model is set) with the
-    extra Piper voices and eSpeak NG (engine/catalog.py) in one engine."""
+    backends it reads voices of and the packages' extra voices (engine/catalog.py) in one engine."""
     settings = settings or EngineSettings()
     backend = with_conversion(build_backend(settings), settings)
-    return StreamingEngine(backend, settings, catalog=VoiceCatalog.build(backend, settings))
+    catalog = VoiceCatalog.build(backend, settings,
+                                 lambda name: build_backend(dataclasses.replace(settings, backend=name)))
+    return StreamingEngine(backend, settings, catalog=catalog)

@@ -1,65 +1,52 @@
-"""Typed, frozen engine settings; bot/config.py fills them from the [engine] tables of config.toml."""
+"""Typed, frozen engine settings; bot/config.py fills them from the [engine] tables of config.toml. The generic
+parts are here; each backend package's own table (engine/backends/<name>/settings.py, a BackendTable) is held in
+EngineSettings.tables."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar, Self
 
-from engine.backends import DEFAULT_BACKEND
-
-
-@dataclass(frozen=True)
-class PiperSettings:
-    model: str = ""  # path to a Piper .onnx voice; empty = the bundled en_US-joe-medium
-    speaker_id: int = 0  # for multi-speaker models
-    noise_scale: float = 0.667
-    noise_w: float = 0.8
-    voices_dir: str = ""  # folder of extra Piper voices (.onnx + .onnx.json), each speaking its .onnx.json's language
-    intra_op_threads: int = 0  # onnxruntime threads per worker; 0: the CPUs this process may use // workers
-    # how a registered voice is matched (engine.voices.matching.MATCHING_MODES): "clear" (Piper's own audio,
-    # words as clear as the bundled voice) or "close" (vocoded, nearer the speaker, about 1.7x the word errors)
-    matching: str = "clear"
+from engine.backends import DEFAULT_BACKEND, PACKAGES
 
 
-@dataclass(frozen=True)
-class KokoroSettings:
-    assets_dir: str = ""  # the model and voice packs setup installs; empty: inside the Python environment
-    intra_op_threads: int = 0  # onnxruntime threads per inference (sessions shared by the workers); 0: the usable CPUs
+class BackendTable:
+    """Base of a backend package's settings, a frozen dataclass in its settings.py: its [engine.<TABLE>] table."""
+
+    TABLE: ClassVar[str]  # the table's name in config.toml: [engine.<TABLE>]
+
+    @classmethod
+    def of(cls, settings: EngineSettings) -> Self:
+        """This package's table in `settings`."""
+        for table in settings.tables:
+            if isinstance(table, cls):
+                return table
+        raise LookupError(f"{cls.__name__} is not the settings of a package in engine.backends.PACKAGES")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(key, what was expected) for each value out of its range; the settings' checks report the first."""
+        return []
+
+    def at_least(self, low: float, *keys: str) -> list[tuple[str, str]]:
+        return [(k, f"expected {low:g} or more, got {getattr(self, k)!r}") for k in keys if getattr(self, k) < low]
+
+    def above_0(self, *keys: str) -> list[tuple[str, str]]:
+        return [(k, f"expected a number above 0, got {getattr(self, k)!r}") for k in keys if getattr(self, k) <= 0]
 
 
-@dataclass(frozen=True)
-class EspeakSettings:
-    enabled: bool = True  # speak languages no other voice speaks with eSpeak NG (when installed)
-    command: str = "espeak-ng"
-
-
-@dataclass(frozen=True)
-class CosyVoiceSettings:
-    model_dir: str = ""  # folder of the downloaded CosyVoice2-0.5B model
-    device: str = "cuda"
-    fp16: bool = False
-    load_jit: bool = False
-    load_trt: bool = False
-    load_vllm: bool = False
-    streaming: bool = True
-    token_hop_len: int = 25  # tokens per streamed chunk after the first
-    first_hop_len: int = 15  # a short first hop lowers first-chunk latency
-    speed: float = 1.0
-    speaker_cache: int = 64  # voices kept in the model's speaker table (LRU)
+@functools.cache
+def table_classes() -> Mapping[str, type[BackendTable]]:
+    """Every registered package's settings class by its TABLE, in engine.backends.PACKAGES' order."""
+    classes = (package.settings_class() for package in PACKAGES.values())
+    return {cls.TABLE: cls for cls in classes}
 
 
 @dataclass(frozen=True)
 class ConversionSettings:
     model: str = ""  # an operator's voice-conversion .onnx (docs/conversion.md); empty: off
-
-
-@dataclass(frozen=True)
-class RemoteSettings:
-    url: str = "http://127.0.0.1:8600"  # base URL of an OpenAI-compatible speech server
-    model: str = "default"
-    api_key_env: str = "VOICEBOT_ENGINE_API_KEY"  # name of the environment variable holding the key
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 30.0
-    retries: int = 2  # on connect errors only
 
 
 @dataclass(frozen=True)
@@ -93,10 +80,28 @@ class EngineSettings:
     max_text_chars: int = 2000  # longer text is refused; the bot checks its speech.max_text_chars fits (bot/config.py)
     loudness_target_dbfs: float = -20.0  # RMS target for normalization
     fade_ms: float = 5.0  # fade at utterance edges only
-    kokoro: KokoroSettings = field(default_factory=KokoroSettings)
-    piper: PiperSettings = field(default_factory=PiperSettings)
-    espeak: EspeakSettings = field(default_factory=EspeakSettings)
-    cosyvoice: CosyVoiceSettings = field(default_factory=CosyVoiceSettings)
     conversion: ConversionSettings = field(default_factory=ConversionSettings)
-    remote: RemoteSettings = field(default_factory=RemoteSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    # every backend package's table (its [engine.<TABLE>]; one not given: its defaults), read with its class
+    # (`<Name>Settings.of(settings)`); conf.loader builds the file's into it (config_tables)
+    tables: tuple[BackendTable, ...] = field(default=(), metadata={"config": False})
+
+    def __post_init__(self) -> None:
+        given = {table.TABLE: table for table in self.tables}  # a later one of a kind wins (with_tables)
+        tables = tuple(given.pop(name) if name in given else cls() for name, cls in table_classes().items())
+        if given:
+            raise ValueError(f"not the settings of a registered package: {', '.join(given)}")
+        object.__setattr__(self, "tables", tables)
+
+    @classmethod
+    def config_tables(cls) -> Mapping[str, type[BackendTable]]:
+        """The [engine.<TABLE>] tables conf.loader builds into `tables`, by name."""
+        return table_classes()
+
+    def with_tables(self, *tables: BackendTable) -> EngineSettings:
+        """A copy with these tables in place of their packages' ones."""
+        return dataclasses.replace(self, tables=(*self.tables, *tables))
+
+    def table_problems(self) -> list[str]:
+        """"'engine.TABLE.KEY': what was expected, got ..." for each backend setting out of its range."""
+        return [f"'engine.{table.TABLE}.{key}': {what}" for table in self.tables for key, what in table.problems()]

@@ -266,7 +266,7 @@ class StreamingEngine:
         return self.catalog.languages()
 
     def route(self, voice: Voice, language: str) -> Voice:
-        """The voice that speaks `language` (engine/catalog.py: the chosen one, an installed one, eSpeak NG)."""
+        """The voice that speaks `language` (engine/catalog.py: the chosen one, the backend's own, an extra one)."""
         return self.catalog.route(voice, language)
 
     # -- text -----------------------------------------------------------------------------------
@@ -655,7 +655,7 @@ class StreamingEngine:
         sched = self.scheduler.stats()
         return EngineStats(**self.counters.snapshot(), running=sched.running,  # type: ignore[arg-type]
                            waiting=sum(sched.waiting.values()),
-                           sessions=None if self._async else self.backend.sessions_alive,  # type: ignore[union-attr]
+                           sessions=self.catalog.sessions_alive,
                            by_load={k: (a, s) for k, (a, s) in self.counters.by_load.items()})
 
     async def synthesize_all(self, text: str, voice: Voice, *, key: Hashable = "cli") -> bytes:

@@ -8,8 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.backends import DEFAULT_BACKEND, backend_names
+from engine.backends.piper.settings import PiperSettings
 from engine.base import EngineError
-from engine.settings import ConversionSettings, EngineSettings, PiperSettings
+from engine.settings import ConversionSettings, EngineSettings
 from engine.voices.clip import ClipRejected
 
 
@@ -32,7 +33,7 @@ def engine_settings(args: argparse.Namespace, **overrides: object) -> EngineSett
     piper = PiperSettings(model=args.model, voices_dir=args.voices_dir, noise_scale=args.noise_scale,
                           noise_w=args.noise_w)
     backend = args.backend or ("piper" if args.model else DEFAULT_BACKEND)
-    settings = EngineSettings(backend=backend, max_text_chars=args.max_chars, piper=piper,
+    settings = EngineSettings(backend=backend, max_text_chars=args.max_chars, tables=(piper,),
                               conversion=ConversionSettings(model=args.converter))
     return replace(settings, **overrides)  # type: ignore[arg-type]
 

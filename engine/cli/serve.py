@@ -12,6 +12,7 @@ from typing import Any
 
 from conf.loader import DEFAULT_CONFIG, ConfigError, load_section
 from engine.backends import backend_names
+from engine.backends.piper.settings import PiperSettings
 from engine.base import EngineError
 from engine.settings import EngineSettings
 
@@ -57,7 +58,7 @@ def settings_from(args: argparse.Namespace, environ: dict[str, str] | None = Non
     server = replace(base.server, **given(_SERVER_FLAGS))
     settings = replace(base, **given(_ENGINE_FLAGS), server=server)
     if args.model is not None:
-        settings = replace(settings, piper=replace(settings.piper, model=args.model))
+        settings = settings.with_tables(replace(PiperSettings.of(settings), model=args.model))
     if not 0 <= server.port <= 65535:
         raise EngineError("--port must be from 0 to 65535.")
     for name in ("workers", "max_concurrency", "per_key_limit"):
@@ -65,6 +66,9 @@ def settings_from(args: argparse.Namespace, environ: dict[str, str] | None = Non
             raise EngineError(f"engine.{name} must be 1 or more.")
     if server.max_streams < 1:
         raise EngineError("--max-streams must be 1 or more.")
+    problems = settings.table_problems()  # each backend package checks its own table
+    if problems:
+        raise EngineError(f"{path}: {problems[0]}")
     # the server accepts `max_input_chars`; the engine must not refuse what the server accepted
     return replace(settings, max_text_chars=max(settings.max_text_chars, server.max_input_chars))
 

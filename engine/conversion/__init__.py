@@ -18,9 +18,11 @@ def with_conversion(backend: Backend | AsyncBackend, settings: EngineSettings) -
             "voices are its server's. Set it on the engine server instead, or leave it empty."
         )
     from engine.backends.cpu import threads_per_worker
+    from engine.backends.piper.settings import PiperSettings
     from engine.conversion.backend import ConvertedBackend
     from engine.conversion.model import Converter
 
-    threads = threads_per_worker(settings.piper.intra_op_threads, settings.workers, "engine.piper.intra_op_threads")
+    piper = PiperSettings.of(settings)
+    threads = threads_per_worker(piper.intra_op_threads, settings.workers, "engine.piper.intra_op_threads")
     return ConvertedBackend(backend, Converter(settings.conversion.model, threads,  # type: ignore[arg-type]
                                                settings.workers))

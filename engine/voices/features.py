@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-MATCH_PROFILE = "match-profile"  # engine/voices/matching.py's MatchProfile: pitch, warp and envelope toward a speaker
+MATCH_PROFILE = "match-profile"  # engine/voices/profile.py's MatchProfile: pitch, warp and envelope toward a speaker
 
 
 def kind(blob: bytes) -> str:

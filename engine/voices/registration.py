@@ -17,7 +17,7 @@ from engine.voices import embedding
 from engine.voices.clip import load_clip, to_flac
 from engine.voices.features import MATCH_PROFILE
 from engine.voices.features import kind as feature_kind
-from engine.voices.matching import MatchProfile
+from engine.voices.profile import MatchProfile
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import DEFAULT_CONFIG, ConfigError, Settings, load_settings
+from engine.backends.piper.settings import PiperSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,8 +32,10 @@ def test_shipped_config_loads_with_defaults():
 
 
 def _keys(cls, prefix=""):
+    for name, table in getattr(cls, "config_tables", dict)().items():  # each backend package's [engine.<TABLE>]
+        yield from _keys(table, f"{prefix}{name}.")
     for f in dataclasses.fields(cls):
-        if f.name in ("base_dir", "token"):
+        if f.name in ("base_dir", "token", "tables"):
             continue
         if dataclasses.is_dataclass(f.type) or (isinstance(f.default_factory,
                                                            type) and dataclasses.is_dataclass(f.default_factory)):
@@ -64,12 +67,14 @@ def test_environment_overrides_any_key(tmp_path):
     s = load_settings(p, environ={
         "VOICEBOT__ENGINE__WORKERS": "3",
         "VOICEBOT__ENGINE__PIPER__MODEL": "/voices/x.onnx",
+        "VOICEBOT__ENGINE__PIPER__NOISE_SCALE": "0.5",
         "VOICEBOT__DISCORD__SHARD_IDS": "[0, 2]",
         "VOICEBOT__SPEECH__LINKS": "domain",
         "DISCORD_TOKEN": "abc.def.ghi",
     })
     assert s.engine.workers == 3
-    assert s.engine.piper.model == "/voices/x.onnx"
+    piper = PiperSettings.of(s.engine)
+    assert (piper.model, piper.noise_scale, piper.noise_w) == ("/voices/x.onnx", 0.5, PiperSettings.noise_w)
     assert s.discord.shard_ids == [0, 2]
     assert s.speech.links == "domain"
     assert s.discord.token == "abc.def.ghi"
@@ -86,6 +91,13 @@ def test_relative_sqlite_path_resolves_against_config_folder(tmp_path):
     ("[engine]\nworkers = \"two\"\n", r"'engine\.workers': expected an integer, got 'two'"),
     ("[engine]\nwrokers = 2\n", r"unknown key 'engine\.wrokers'"),
     ("[nope]\nx = 1\n", r"unknown key 'nope'"),
+    ("[engine.kokoro]\nbogus = 1\n", r"unknown key 'engine\.kokoro\.bogus' \(check the spelling"),
+    ("[engine]\ntables = []\n", r"unknown key 'engine\.tables'"),
+    ("[engine]\nkokoro = 1\n", r"'engine\.kokoro' must be a table \[engine\.kokoro\], got 1"),
+    ("[engine.piper]\nnoise_scale = \"x\"\n", r"'engine\.piper\.noise_scale': expected a number, got 'x'"),
+    ("[engine.piper]\nmatching = \"loud\"\n", r"'engine\.piper\.matching': expected one of clear, close, got 'loud'"),
+    ("[engine.cosyvoice]\ntoken_hop_len = 0\n", r"'engine\.cosyvoice\.token_hop_len': expected a number above 0"),
+    ("[engine.remote]\nretries = -1\n", r"'engine\.remote\.retries': expected 0 or more, got -1"),
     ("[speech]\nleave_when_alone = 1\n", r"'speech\.leave_when_alone': expected true or false, got 1"),
     ("[discord]\nshard_ids = [\"a\"]\n", r"'discord\.shard_ids\[0\]': expected an integer"),
     ("[engine]\nbackend = \"gpu\"\n", r"'engine\.backend': expected one of kokoro, piper, cosyvoice2, remote"),
@@ -110,6 +122,14 @@ def test_float_accepts_integer_and_env_type_error_names_key(tmp_path):
     assert load_settings(p, environ={}).speech.idle_leave_s == 10.0
     with pytest.raises(ConfigError, match=r"'speech\.idle_leave_s': expected a number, got 'soon'"):
         load_settings(p, environ={"VOICEBOT__SPEECH__IDLE_LEAVE_S": "soon"})
+
+
+def test_backend_tables_from_the_environment_are_checked_like_the_file(tmp_path):
+    p = write(tmp_path, "")
+    with pytest.raises(ConfigError, match=r"'engine\.piper\.noise_scale': expected a number, got 'loud'"):
+        load_settings(p, environ={"VOICEBOT__ENGINE__PIPER__NOISE_SCALE": "loud"})
+    with pytest.raises(ConfigError, match=r"unknown key 'engine\.kokoro\.bogus'"):
+        load_settings(p, environ={"VOICEBOT__ENGINE__KOKORO__BOGUS": "1"})
 
 
 def _run_bot(*args, env=None, cwd=ROOT):

@@ -23,7 +23,11 @@ def _tree(cls) -> dict:
 
     def walk(c, prefix):
         h = typing.get_type_hints(c)
+        for name, table in getattr(c, "config_tables", dict)().items():  # each backend package's table
+            walk(table, prefix + (name,))
         for f in dataclasses.fields(c):
+            if not f.metadata.get("config", True):
+                continue
             if dataclasses.is_dataclass(h[f.name]):
                 walk(h[f.name], prefix + (f.name,))
             else:

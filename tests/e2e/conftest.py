@@ -8,6 +8,7 @@ import pytest
 
 from bot.config import DEFAULT_CONFIG, load_settings
 from demo.sandbox_bot import sandbox_settings, start_bot
+from engine.backends.piper.settings import PiperSettings
 from engine.settings import EngineSettings
 from sandbox import Sandbox, restore_discord
 from sandbox.demo import create_demo
@@ -24,7 +25,8 @@ STEADY_CLI = ["--backend", "piper",
 
 
 def steady_engine(engine: EngineSettings) -> EngineSettings:
-    return dataclasses.replace(engine, backend="piper", piper=dataclasses.replace(engine.piper, **STEADY_PIPER))
+    steady = dataclasses.replace(PiperSettings.of(engine), **STEADY_PIPER)
+    return dataclasses.replace(engine, backend="piper").with_tables(steady)
 
 
 def make_settings(tmp_path, **sections):

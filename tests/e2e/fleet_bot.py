@@ -21,10 +21,12 @@ MAX_LIFE_S = 900.0  # a bot never outlives a stuck test by long
 
 def settings_from_env():
     from bot.config import DEFAULT_CONFIG, load_settings
+    from engine.backends.remote.settings import RemoteSettings
 
     env = os.environ
     s = load_settings(DEFAULT_CONFIG, environ={})
     r = dataclasses.replace
+    remote = r(RemoteSettings.of(s.engine), url=env["FLEET_ENGINE_URL"])
     return r(
         s,
         database=r(s.database, url=env["FLEET_DB_URL"]),
@@ -32,7 +34,7 @@ def settings_from_env():
                   shard_ids=[int(i) for i in env["FLEET_SHARD_IDS"].split(",")],
                   shard_count=int(env["FLEET_SHARD_COUNT"])),
         speech=r(s.speech, idle_leave_s=0.0),
-        engine=r(s.engine, backend="remote", remote=r(s.engine.remote, url=env["FLEET_ENGINE_URL"])),
+        engine=r(s.engine, backend="remote").with_tables(remote),
         web=r(s.web, enabled=True, host="127.0.0.1", port=int(env["FLEET_WEB_PORT"])),
     )
 

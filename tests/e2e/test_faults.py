@@ -18,6 +18,7 @@ from sqlalchemy import event
 from bot.plugins import PluginManager
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.backends.piper.backend import PiperBackend
+from engine.backends.piper.settings import PiperSettings
 from engine.streaming import StreamingEngine
 from tests.audio_util import utterances
 from tests.e2e.conftest import make_settings
@@ -93,7 +94,7 @@ def told(channel, user, needle: str) -> list:
 @pytest.fixture
 async def flaky_bot(sb, demo, tmp_path):
     settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0}, engine={"segment_timeout_s": 3.0})
-    flaky = FlakyBackend(PiperBackend(settings.engine.piper, workers=settings.engine.workers),
+    flaky = FlakyBackend(PiperBackend(PiperSettings.of(settings.engine), workers=settings.engine.workers),
                          fail_rate=0.10, hang_rate=0.01, seed=9)
     engine = StreamingEngine(flaky, settings.engine)
     await engine.warm_up()

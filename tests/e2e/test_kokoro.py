@@ -16,8 +16,8 @@ import soxr
 from bench.listen import Recognizer, hanzi, morae, speech_seconds, to16k, wer
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.backends.piper.backend import PiperBackend
+from engine.backends.piper.settings import PiperSettings
 from engine.base import DISCORD_RATE, Voice
-from engine.settings import PiperSettings
 from engine.voices import embedding
 from tests.e2e.conftest import make_settings
 from tests.e2e.test_languages import Spoken, set_language

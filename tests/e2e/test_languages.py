@@ -10,6 +10,7 @@ import pytest
 
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.backends.espeak.backend import VOICE_NAME as ESPEAK
+from engine.backends.piper.settings import PiperSettings
 from engine.base import Voice
 from tests.audio_util import assert_same_speech, band_profile, mono
 from tests.e2e.conftest import make_settings
@@ -85,8 +86,8 @@ async def german_bot(sb, demo, tmp_path):
     name, its .onnx.json saying de_DE."""
     drop_piper_voice(tmp_path / "voices", GERMAN_VOICE, "de_DE")
     s = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
-    piper = dataclasses.replace(s.engine.piper, voices_dir=str(tmp_path / "voices"))
-    engine = dataclasses.replace(s.engine, piper=piper)
+    piper = dataclasses.replace(PiperSettings.of(s.engine), voices_dir=str(tmp_path / "voices"))
+    engine = s.engine.with_tables(piper)
     running = await start_bot(sb, sandbox_settings(dataclasses.replace(s, engine=engine), sb))
     yield running.bot
     await running.stop()

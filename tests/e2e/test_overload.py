@@ -11,6 +11,7 @@ import pytest
 from bot.speech.queue.speaker import frames_of
 from demo.sandbox_bot import sandbox_settings, start_bot
 from engine.backends.piper.backend import PiperBackend
+from engine.backends.piper.settings import PiperSettings
 from engine.base import Voice
 from engine.streaming import StreamingEngine
 from tests.e2e.conftest import make_settings
@@ -26,8 +27,8 @@ LONG = ("The river rose all week, and the town council met every evening to plan
 
 async def slowed_bot(sb, tmp_path, speed: float):
     settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
-    engine = StreamingEngine(SlowBackend(PiperBackend(settings.engine.piper, workers=settings.engine.workers),
-                                        speed=speed), settings.engine)
+    piper = PiperBackend(PiperSettings.of(settings.engine), workers=settings.engine.workers)
+    engine = StreamingEngine(SlowBackend(piper, speed=speed), settings.engine)
     return await start_bot(sb, sandbox_settings(settings, sb), engine=engine)
 
 

@@ -11,6 +11,8 @@ import soundfile as sf
 import soxr
 
 from demo.sandbox_bot import sandbox_settings, start_bot
+from engine.backends.piper.settings import PiperSettings
+from engine.backends.remote.settings import RemoteSettings
 from engine.base import Voice
 from engine.factory import build_engine
 from engine.server.app import serve_in_background
@@ -28,8 +30,8 @@ OTHER = "Seven silver spoons sat quietly inside a wooden drawer all winter."
 def remote_settings(tmp_path, url: str, **remote):
     """The shipped settings with the engine behind the server at `url` (and these other remote settings)."""
     settings = make_settings(tmp_path, speech={"idle_leave_s": 0.0})
-    engine = dataclasses.replace(settings.engine, backend="remote",
-                                 remote=dataclasses.replace(settings.engine.remote, url=url, **remote))
+    remote_table = dataclasses.replace(RemoteSettings.of(settings.engine), url=url, **remote)
+    engine = dataclasses.replace(settings.engine, backend="remote").with_tables(remote_table)
     return dataclasses.replace(settings, engine=engine)
 
 
@@ -65,8 +67,8 @@ async def test_the_remote_backend_speaks_the_languages_of_its_servers_voices(sb,
 
     model = drop_piper_voice(tmp_path / "server-model", "de_DE-joe-medium", "de_DE")
     server_settings = steady_engine(EngineSettings())
-    server_settings = dataclasses.replace(server_settings,
-                                          piper=dataclasses.replace(server_settings.piper, model=str(model)))
+    server_settings = server_settings.with_tables(
+        dataclasses.replace(PiperSettings.of(server_settings), model=str(model)))
     server_engine = build_engine(server_settings)
     await server_engine.warm_up()
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.__main__ import build_parser
+from engine.backends.cosyvoice.settings import CosyVoiceSettings
 from engine.cli.serve import settings_from
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,8 @@ def test_file_then_environment_then_flags(tmp_path: Path) -> None:
                    '[engine.cosyvoice]\nmodel_dir = "/models/from-file"\n')
     env = {"VOICEBOT__ENGINE__SERVER__PORT": "8800", "VOICEBOT__ENGINE__COSYVOICE__MODEL_DIR": "/models/cv2"}
     s = settings_from(_args("--config", str(cfg)), env)
-    assert (s.workers, s.server.port, s.server.max_streams, s.cosyvoice.model_dir) == (1, 8800, 5, "/models/cv2")
+    cosyvoice = CosyVoiceSettings.of(s)
+    assert (s.workers, s.server.port, s.server.max_streams, cosyvoice.model_dir) == (1, 8800, 5, "/models/cv2")
     s = settings_from(_args("--config", str(cfg), "--port", "8900", "--workers", "2"), env)
     assert (s.workers, s.server.port) == (2, 8900)
 

@@ -24,9 +24,11 @@ import torch
 
 from engine.backends.cosyvoice import backend as cv
 from engine.backends.cosyvoice import device as cosyvoice_device
+from engine.backends.cosyvoice import features as cosyvoice_features
+from engine.backends.cosyvoice import loader as cosyvoice_loader
 from engine.backends.cosyvoice.backend import CosyVoiceBackend
+from engine.backends.cosyvoice.settings import CosyVoiceSettings
 from engine.base import BackendUnavailable, CancelToken, EngineError, TextRejected, Voice, VoiceProfile
-from engine.settings import CosyVoiceSettings
 
 RATE = 24_000
 SAMPLES_PER_TOKEN = RATE // 25  # 960: one 25 Hz speech token of 24 kHz audio
@@ -276,7 +278,7 @@ def model_is_clean(model: FakeModel) -> bool:
 def full_model_dir(tmp_path):  # noqa: ANN001, ANN201
     d = tmp_path / "CosyVoice2-0.5B"
     d.mkdir()
-    for name in cv.REQUIRED_FILES:
+    for name in cosyvoice_loader.REQUIRED_FILES:
         if name == "CosyVoice-BlankEN":
             (d / name).mkdir()
         else:
@@ -337,7 +339,7 @@ def test_features_round_trip_skips_the_frontend_at_synthesis():
     blob = b.extract_features(clip(), 16000, "Hello there, this is my voice.")
     assert fake.frontend.speech_calls == 1
     assert isinstance(fake.frontend.prompts[0], str) and fake.frontend.prompts[0].endswith(".wav")  # new API: a path
-    arrays, meta = cv.unpack_features(blob)
+    arrays, meta = cosyvoice_features.unpack_features(blob)
     assert meta["transcript"] == "Hello there, this is my voice."
     assert arrays["flow_prompt_speech_token"].dtype == np.int32 and arrays["flow_prompt_speech_token"].shape == (1, 100)
     assert arrays["prompt_speech_feat"].shape == (1, 200, 80) and arrays["flow_embedding"].shape == (1, 192)
@@ -364,7 +366,7 @@ def test_legacy_api_gets_a_16k_tensor():
     blob = b.extract_features(clip(3.0), 16000, "Hello.")
     prompt = fake.frontend.prompts[0]
     assert isinstance(prompt, torch.Tensor) and prompt.shape == (1, 48000)
-    assert cv.unpack_features(blob)[0]["llm_prompt_speech_token"].shape == (1, 75)
+    assert cosyvoice_features.unpack_features(blob)[0]["llm_prompt_speech_token"].shape == (1, 75)
     assert len(np.concatenate(list(b.synthesize(TEXT, profile(b, "v", blob))))) > 0
 
 
@@ -372,7 +374,7 @@ def test_extract_features_resamples_and_bounds_the_clip():
     fake = FakeCosyVoice2()
     b = backend(fake)
     b.extract_features(np.zeros(48000 * 2, dtype=np.float32) + 0.1, 48000, "Hi there.")
-    features = cv.unpack_features(b.extract_features(clip(2.0), 16000, "Hi."))[0]
+    features = cosyvoice_features.unpack_features(b.extract_features(clip(2.0), 16000, "Hi."))[0]
     assert features["flow_prompt_speech_token"].shape == (1, 50)
     with pytest.raises(EngineError, match="0.5 to 30 s"):
         b.extract_features(clip(31.0), 16000, "Too long.")
@@ -436,7 +438,7 @@ def test_a_model_without_speakers_speaks_the_piper_made_default_voice(tmp_path):
     list(b.synthesize("Again.", Voice(name="default")))
     assert fake.frontend.speech_calls == 1  # made once per process
     [cached] = list((tmp_path / "cache" / "voicebot" / "cosyvoice-default").glob("*.npz"))
-    assert cv.unpack_features(cached.read_bytes())[1]["transcript"] == cv.cosyvoice_default.SENTENCE
+    assert cosyvoice_features.unpack_features(cached.read_bytes())[1]["transcript"] == cv.cosyvoice_default.SENTENCE
 
     fresh = FakeCosyVoice2()  # the next start: from the cache, neither Piper nor the frontend
     list(backend(fresh).synthesize(TEXT, Voice()))
@@ -445,7 +447,7 @@ def test_a_model_without_speakers_speaks_the_piper_made_default_voice(tmp_path):
     cached.write_bytes(b"damaged")
     again = FakeCosyVoice2()
     list(backend(again).synthesize(TEXT, Voice()))
-    assert again.frontend.speech_calls == 1 and cv.unpack_features(cached.read_bytes())
+    assert again.frontend.speech_calls == 1 and cosyvoice_features.unpack_features(cached.read_bytes())
     with pytest.raises(EngineError, match="Unknown voice 'nobody'; this engine has: default"):
         list(b.synthesize(TEXT, Voice(name="nobody")))
 
@@ -658,13 +660,13 @@ def test_other_errors_are_not_called_out_of_memory():
 
 
 def test_suggest_concurrency_from_gpu_memory():
-    gib = cv.GIB
-    assert cv.suggest_concurrency(80 * gib, per_stream_bytes=2 * gib, reserve_bytes=2 * gib) == 16  # capped
-    assert cv.suggest_concurrency(12 * gib, per_stream_bytes=2 * gib, reserve_bytes=2 * gib) == 5
-    assert cv.suggest_concurrency(1 * gib) == 1  # the model fits: at least one stream
-    assert cv.suggest_concurrency(130 * gib, cap=100) == 85  # (130 - 2) / 1.5
+    gib, suggest = cosyvoice_loader.GIB, cosyvoice_loader.suggest_concurrency
+    assert suggest(80 * gib, per_stream_bytes=2 * gib, reserve_bytes=2 * gib) == 16  # capped
+    assert suggest(12 * gib, per_stream_bytes=2 * gib, reserve_bytes=2 * gib) == 5
+    assert suggest(1 * gib) == 1  # the model fits: at least one stream
+    assert suggest(130 * gib, cap=100) == 85  # (130 - 2) / 1.5
     with pytest.raises(ValueError):
-        cv.suggest_concurrency(gib, per_stream_bytes=0)
+        suggest(gib, per_stream_bytes=0)
 
 
 def test_hop_schedule():

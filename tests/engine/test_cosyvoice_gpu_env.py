@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from engine.backends.cosyvoice import backend as cv
+from engine.backends.cosyvoice import loader as cosyvoice_loader
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_REQS = ROOT / "requirements-gpu.txt"
@@ -96,7 +96,7 @@ def test_the_server_refuses_clearly_without_the_model_or_cuda(tmp_path):  # noqa
 
     model = tmp_path / "CosyVoice2-0.5B"  # every file the backend checks for, so the next check is CUDA's
     model.mkdir()
-    for name in cv.REQUIRED_FILES:
+    for name in cosyvoice_loader.REQUIRED_FILES:
         (model / name).mkdir() if name == "CosyVoice-BlankEN" else (model / name).write_bytes(b"x")
     config.write_text(f'[engine]\nbackend = "cosyvoice2"\n\n[engine.cosyvoice]\nmodel_dir = "{model}"\ndevice = '
                       '"cuda:1"\n')

@@ -12,13 +12,14 @@ import pytest
 import soundfile as sf
 import soxr
 
+from engine.backends.remote.settings import RemoteSettings
 from engine.backends.remote.voice import RemoteVoice
 from engine.base import Engine, Voice, VoiceProfile
 from engine.factory import build_engine
 from engine.server.app import registrar_for, serve_in_background
 from engine.server.auth import tenant_id
 from engine.server.voice_store import VoiceStore
-from engine.settings import EngineSettings, RemoteSettings, ServerSettings
+from engine.settings import EngineSettings, ServerSettings
 from engine.streaming import StreamingEngine
 from engine.voices import embedding
 from tests.audio_util import mono
@@ -35,7 +36,7 @@ async def local(piper_backend):
 
 
 def _remote(url: str) -> Engine:
-    return build_engine(EngineSettings(backend="remote", remote=RemoteSettings(url=url)))
+    return build_engine(EngineSettings(backend="remote", tables=(RemoteSettings(url=url),)))
 
 
 def _similarity(pcm48_stereo: bytes, clip: bytes) -> float:
@@ -150,7 +151,7 @@ async def test_a_voice_registered_with_one_key_is_spoken_with_another(local, tmp
     clip = await asyncio.to_thread(espeak_clip)
     store = VoiceStore(tmp_path)
     async with serve_in_background(local, ServerSettings(port=0), api_key="key-a,key-b", voice_store=store) as url:
-        a, b = (build_engine(EngineSettings(backend="remote", remote=RemoteSettings(url=url, api_key_env=env)))
+        a, b = (build_engine(EngineSettings(backend="remote", tables=(RemoteSettings(url=url, api_key_env=env),)))
                 for env in ("FLEET_KEY_A", "FLEET_KEY_B"))
         try:
             reg = await a.register(clip, FIT, max_bytes=10_000_000)

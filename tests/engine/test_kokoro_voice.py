@@ -11,8 +11,11 @@ from bench.listen import Recognizer, morae, speech_seconds, to16k, wer
 from engine.backends.kokoro.backend import SAMPLE_RATE
 from engine.backends.kokoro.voice import KokoroStyle, StyleError, StyleFit, Voiceprint
 from engine.base import Voice, VoiceProfile
+from engine.catalog import VoiceCatalog
+from engine.factory import build_backend
+from engine.settings import EngineSettings
 from engine.voices import embedding
-from engine.voices.matching import MatchProfile
+from engine.voices.profile import MatchProfile
 from engine.voices.registration import register_clip
 from tests.engine.test_kokoro import kokoro, render  # noqa: F401 (kokoro: the module's backend, a fixture)
 
@@ -99,10 +102,23 @@ def test_registration_stores_the_style_and_an_earlier_piper_profile_still_speaks
         kokoro.fit_stages = "clear"
     blob = reg.features[("kokoro", kokoro.info.version)]
     assert KokoroStyle.from_bytes(blob).weights == {"bm_george": 1.0} and reg.profile is None
-    earlier = kokoro.piper.extract_features(soxr.resample(render(kokoro, CLIP_TEXT, Voice(name="bm_george")),
-                                                          SAMPLE_RATE, 16_000), 16_000, CLIP_TEXT)
+    make = lambda name: build_backend(EngineSettings(backend=name, workers=1))  # noqa: E731 (as build_engine does)
+    piper = make("piper")
+    try:
+        earlier = piper.extract_features(soxr.resample(render(kokoro, CLIP_TEXT, Voice(name="bm_george")),
+                                                       SAMPLE_RATE, 16_000), 16_000, CLIP_TEXT)
+    finally:
+        piper.close()
     voice = Voice(name="v2", profile=VoiceProfile("v2", "kokoro", "an earlier version", earlier))
-    assert kokoro.voice_languages(voice) == ("en",)
-    # Piper samples its noise: over these three sentences 0.13-0.33 in four runs (raw Piper 0.09-0.21); silence
-    # or another voice's garble would be near 1
-    assert wer(Recognizer(), [(t, to16k(render(kokoro, t, voice), SAMPLE_RATE)) for t in ENGLISH]) <= 0.4
+    catalog = VoiceCatalog(kokoro, make=make)  # the engine's catalog hands it to the backend it was registered under
+    try:
+        reader, spoken = catalog.backend_for(voice)
+        assert reader.info.name == "piper" and spoken.profile == voice.profile and catalog.speaks(voice) == ("en",)
+        assert catalog.backend_for(Voice(name="v3", profile=VoiceProfile("v3", "kokoro", "now", blob)))[0] is kokoro
+        rate = reader.info.sample_rate
+        # Piper samples its noise: over these three sentences 0.13-0.33 in four runs (raw Piper 0.09-0.21); silence
+        # or another voice's garble would be near 1
+        assert wer(Recognizer(), [(t, to16k(np.concatenate(list(reader.synthesize(t, spoken))), rate))
+                                  for t in ENGLISH]) <= 0.4
+    finally:
+        catalog.close()

@@ -7,16 +7,19 @@ import asyncio
 import os
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from engine.backends.espeak.backend import VOICE_NAME as ESPEAK
 from engine.backends.espeak.backend import EspeakBackend, parse_voices
-from engine.base import FRAME_BYTES, CancelToken, EngineError, Voice
+from engine.backends.espeak.settings import EspeakSettings
+from engine.backends.piper.settings import PiperSettings
+from engine.base import FRAME_BYTES, BackendDefaults, BackendInfo, CancelToken, EngineError, Voice
 from engine.catalog import VoiceCatalog
 from engine.factory import build_engine
-from engine.settings import EngineSettings, EspeakSettings, PiperSettings
+from engine.settings import EngineSettings
 from tests.piper_voices import drop_piper_voice
 
 pytestmark = pytest.mark.timeout(180)
@@ -89,7 +92,7 @@ def engine_with_voices(tmp_path_factory):
     drop_piper_voice(folder)  # de_DE-joe-medium
     (folder / "broken.onnx").write_bytes(b"not a model")  # no .onnx.json: skipped with a warning
     settings = EngineSettings(backend="piper", workers=1, max_concurrency=1,
-                              piper=PiperSettings(voices_dir=str(folder)))
+                              tables=(PiperSettings(voices_dir=str(folder)),))
     engine = build_engine(settings)
     yield engine
     asyncio.run(engine.close())
@@ -129,7 +132,7 @@ async def test_espeak_and_the_dropped_voice_stream_through_the_engine(engine_wit
 
 
 def test_without_espeak_routing_keeps_the_chosen_voice():
-    engine = build_engine(EngineSettings(backend="piper", workers=1, espeak=EspeakSettings(enabled=False)))
+    engine = build_engine(EngineSettings(backend="piper", workers=1, tables=(EspeakSettings(enabled=False),)))
     try:
         assert "fr" not in engine.languages()  # no eSpeak NG
         assert engine.route(Voice(), "fr") == Voice(language="fr")
@@ -138,7 +141,8 @@ def test_without_espeak_routing_keeps_the_chosen_voice():
 
 
 def test_a_missing_espeak_command_turns_the_backend_off_with_a_warning(caplog):
-    engine = build_engine(EngineSettings(backend="piper", workers=1, espeak=EspeakSettings(command="no-such-espeak")))
+    espeak = EspeakSettings(command="no-such-espeak")
+    engine = build_engine(EngineSettings(backend="piper", workers=1, tables=(espeak,)))
     try:
         assert "fr" not in engine.languages()  # no eSpeak NG
         assert "no-such-espeak is not installed" in caplog.text
@@ -151,9 +155,48 @@ def test_a_cosyvoice2_voice_speaks_the_models_languages_and_others_go_to_espeak(
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     cosy, cloned = registered()  # the CosyVoice2 backend over its test double, and a voice cloned from a clip
-    catalog = VoiceCatalog(cosy, espeak=espeak)
+    catalog = VoiceCatalog(cosy, {ESPEAK: espeak})
     assert cosy.info.languages == ("zh", "en", "ja", "ko", "yue") and catalog.default_language == "zh"
     for language in ("zh", "en", "ja", "ko", "yue"):
         assert catalog.route(cloned, language) == replace(cloned, language=language)  # the clone speaks it
     assert catalog.route(cloned, "fr") == Voice(name=ESPEAK, language="fr")
     cosy.close()
+
+
+class _Speaks(BackendDefaults):
+    """A backend that only says which languages it speaks (and names some of them)."""
+
+    def __init__(self, *languages: str, names: tuple[tuple[str, str], ...] = ()) -> None:
+        self.info = BackendInfo("fake", "1", 16_000, clones=False, voices=("default",), languages=languages,
+                                language_names=names)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_extra_voices_are_alike_in_the_catalog_whichever_backend_they_are():
+    primary, german = _Speaks("en"), _Speaks("de")
+    many = _Speaks("de", "fr", names=(("de", "German"), ("fr", "French")))
+    catalog = VoiceCatalog(primary, {"german": german, "many": many})
+    assert catalog.languages() == {"de": "German", "en": "en", "fr": "French"}  # a name from any backend, else the code
+    assert catalog.route(Voice(pitch=1.0), "de") == Voice(name="german", pitch=1.0, language="de")  # the first extra
+    assert catalog.route(Voice(), "fr") == Voice(name="many", language="fr")
+    chosen = Voice(name="many", speed=1.5, speaker_id=3, language="fr")
+    assert catalog.backend_for(chosen) == (many, Voice(speed=1.5, language="fr"))  # its own default voice
+    catalog.close()
+    assert german.closed and many.closed and not primary.closed
+
+
+def test_the_extras_come_in_the_registrys_order_each_name_taken_once(monkeypatch):
+    primary, german, french, clash = _Speaks("en"), _Speaks("de"), _Speaks("fr"), _Speaks("it")
+    seen: list[set[str]] = []
+
+    def package(voices: dict[str, _Speaks]) -> SimpleNamespace:
+        return SimpleNamespace(package="fake", extra_voices=lambda settings, taken: seen.append(taken) or voices)
+
+    monkeypatch.setattr("engine.catalog.PACKAGES", {"a": package({"german": german}),
+                                                   "b": package({"french": french, "german": clash})})
+    catalog = VoiceCatalog.build(primary, EngineSettings())
+    assert list(catalog.extras) == ["german", "french"] and clash.closed  # a name taken: skipped
+    assert seen == [{"default"}, {"default", "german"}]  # each package is told the names taken before it

@@ -16,24 +16,11 @@ from engine.backends.piper.backend import PiperBackend
 from engine.base import Voice, VoiceProfile
 from engine.voices import embedding, envelope
 from engine.voices.clip import CLIP_RATE, load_clip
-from engine.voices.matching import (
-    F0_CEIL,
-    F0_FLOOR,
-    MATCHING_MODES,
-    MatchProfile,
-    ProfileError,
-    Transform,
-    analyze,
-    apply_voice,
-    calibrate,
-    estimate_profile,
-    profile_for,
-    render,
-    speaking_rate,
-    warp_envelope,
-)
+from engine.voices.fit import MATCHING_MODES, calibrate, estimate_profile, speaking_rate
 from engine.voices.pitch import track_f0
+from engine.voices.profile import MatchProfile, ProfileError, profile_for
 from engine.voices.registration import synthesize_default
+from engine.voices.transform import F0_CEIL, F0_FLOOR, Transform, analyze, apply_voice, render, warp_envelope
 from tests.engine import clips
 
 TEXT = "The birch canoe slid on the smooth planks, and the boy glued the sheet to the dark blue background."
@@ -118,8 +105,8 @@ def test_close_matching_vocodes_and_clear_keeps_the_waveform(joe) -> None:
 
 
 def test_unknown_matching_choice_is_refused_with_the_choices() -> None:
+    from engine.backends.piper.settings import PiperSettings
     from engine.base import EngineError
-    from engine.settings import PiperSettings
 
     with pytest.raises(EngineError, match="engine.piper.matching must be one of clear, close"):
         PiperBackend(PiperSettings(matching="loud"))
@@ -230,7 +217,7 @@ def test_render_keeps_the_waveform_when_only_the_envelope_moves(joe) -> None:
 
 
 def test_profile_rate_sets_the_speaking_rate() -> None:
-    from engine.settings import PiperSettings
+    from engine.backends.piper.settings import PiperSettings
 
     steady = PiperBackend(PiperSettings(noise_scale=0.0, noise_w=0.0), workers=1)  # lengths not sampled
     text = "Four hours of steady work faced us."

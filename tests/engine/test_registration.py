@@ -14,7 +14,7 @@ from engine.__main__ import main
 from engine.backends.kokoro.voice import KokoroStyle
 from engine.base import BackendDefaults, BackendInfo, Progress, TextRejected, Voice
 from engine.voices.clip import ClipRejected
-from engine.voices.matching import MatchProfile
+from engine.voices.profile import MatchProfile
 from engine.voices.registration import Registration, register_clip, synthesize_default
 from tests.engine import clips
 

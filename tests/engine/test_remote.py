@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from engine.backends.remote.backend import RemoteBackend
+from engine.backends.remote.settings import RemoteSettings
 from engine.backends.remote.voice import RemoteVoice
 from engine.base import (
     DISCORD_RATE,
@@ -28,7 +29,7 @@ from engine.base import (
 from engine.factory import build_engine
 from engine.server.app import serve_in_background
 from engine.server.voice_store import VoiceStore
-from engine.settings import EngineSettings, RemoteSettings, ServerSettings
+from engine.settings import EngineSettings, ServerSettings
 from engine.streaming import StreamingEngine
 
 pytestmark = pytest.mark.timeout(120)
@@ -50,7 +51,7 @@ async def server(local):
 
 
 def _remote(url: str, **kw: object) -> Engine:
-    return build_engine(EngineSettings(backend="remote", remote=RemoteSettings(url=url, **kw)))  # type: ignore[arg-type]
+    return build_engine(EngineSettings(backend="remote", tables=(RemoteSettings(url=url, **kw),)))  # type: ignore[arg-type]
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ from bot.speech.playback.driver import End, Track, VoiceDriver
 from bot.speech.playback.source import StreamingSource
 from bot.speech.playback.track_handle import TrackHandle
 from bot.speech.queue.pacing import FRAME_S, Pacer
-from bot.speech.queue.utterance import Outcome, Request, Utterance
+from bot.speech.queue.utterance import Outcome, Request, Stage, Utterance
 from engine.base import EngineError
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ class Player:
             if src.error is not None and not isinstance(src.error, asyncio.CancelledError):
                 return await self.fail(utt, self._error_text(utt, src.error))
             return Outcome.SILENT
+        utt.enter(Stage.HELD)
         await self._hold(utt, src)
         if utt.skipped:
             return Outcome.SKIPPED
@@ -114,6 +115,7 @@ class Player:
             src.close()
             return await self.fail(utt, "I'm not in a voice channel here. Use /join first.")
         # listeners drop audio sent before the call's E2EE is ready: wait for it (bounded), here and mid-utterance
+        utt.enter(Stage.WAITING_E2EE)
         held = time.monotonic()
         if not await self.connection.wait_e2ee(self.e2ee_wait_s):
             src.close()
@@ -125,6 +127,7 @@ class Player:
         if self._yields(src):  # asked-for speech came while this was about to start
             return None
         try:
+            utt.enter(Stage.PLAYING)
             track = self.driver.play(src, self.connection.sink, hold_limit_s=self.e2ee_wait_s, stats=utt.stats)
         except Exception as exc:  # noqa: BLE001 - the user is told; the speaker goes on
             src.close()

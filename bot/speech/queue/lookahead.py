@@ -11,7 +11,7 @@ from dataclasses import replace
 from bot.speech.playback.source import StreamingSource
 from bot.speech.queue.pacing import Pacer, catch_up_speed
 from bot.speech.queue.queue_policy import SpeechQueue
-from bot.speech.queue.utterance import Request, Utterance
+from bot.speech.queue.utterance import Request, Stage, Utterance
 from engine.base import AudioChunk, Engine
 
 
@@ -59,6 +59,8 @@ class Lookahead:
 
     async def _synthesize(self, utt: Utterance) -> AsyncIterator[AudioChunk]:
         async with self._urgent_slots if utt.request.urgent else self._slots:
+            if utt.stage is Stage.QUEUED:  # (not one that ended, or whose turn came, meanwhile)
+                utt.enter(Stage.SYNTHESIZING)
             utt.synth_started = time.monotonic()
             voice = utt.request.voice
             if utt.speed_factor != 1.0:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 from bot.speech.queue.pacing import Pacer, Progress
-from bot.speech.queue.utterance import Late, QueueFull, Request, Utterance
+from bot.speech.queue.utterance import Late, QueueFull, Request, Stage, Utterance
 
 # a /say longer than this (about 10 s of speech) gives another member's /say a turn at its next sentence
 TURN_CHARS = 150
@@ -78,6 +78,7 @@ class SpeechQueue:
         before other readout (a readout)."""
         turns, self._turns = self._after_turns(), []
         if gave_way:
+            utt.enter(Stage.QUEUED)
             self._waiting.insert(turns if utt.request.urgent else self._front_of_readout(), utt)
 
     def position(self, utt: Utterance) -> int:

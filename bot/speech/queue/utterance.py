@@ -1,9 +1,10 @@
-"""A request to speak and its utterance: the value types of the /say path (what is asked, how it went)."""
+"""A request to speak and its utterance: the value types of the /say path (what is asked, where it is, how it went)."""
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,8 @@ from bot.speech.playback.source import StreamingSource
 from bot.speech.queue.pacing import FRAME_S, Progress
 from engine.base import Voice
 
+log = logging.getLogger(__name__)
+
 
 class Outcome(enum.Enum):
     PLAYED = "played"
@@ -23,6 +26,27 @@ class Outcome(enum.Enum):
     REMOVED = "removed"  # taken out of the queue (/stop, message deleted)
     STALE = "stale"  # could not start within its start_by (readout's max_delay): skipped to catch up
     FAILED = "failed"  # synthesis or playback failed; the author was told
+
+
+class Stage(enum.Enum):
+    """Where an utterance is on its way to the listener; it moves only along TRANSITIONS (Utterance.enter)."""
+
+    QUEUED = "queued"  # waiting its turn (again, after giving way to asked-for speech)
+    SYNTHESIZING = "synthesizing"  # its synthesis holds a slot of the guild (lookahead.py)
+    HELD = "held"  # its turn: first audio made, held until the rest keeps ahead of the listener (player.py)
+    WAITING_E2EE = "waiting for E2EE"  # held back until the call's end-to-end encryption is ready
+    PLAYING = "playing"  # handed to the voice driver
+    ENDED = "ended"  # with its Outcome (finish)
+
+
+TRANSITIONS: dict[Stage, frozenset[Stage]] = {
+    Stage.QUEUED: frozenset({Stage.SYNTHESIZING, Stage.HELD, Stage.ENDED}),  # HELD: its turn again, audio in hand
+    Stage.SYNTHESIZING: frozenset({Stage.HELD, Stage.QUEUED, Stage.ENDED}),  # QUEUED: gave way before a word
+    Stage.HELD: frozenset({Stage.WAITING_E2EE, Stage.QUEUED, Stage.ENDED}),
+    Stage.WAITING_E2EE: frozenset({Stage.PLAYING, Stage.QUEUED, Stage.ENDED}),
+    Stage.PLAYING: frozenset({Stage.QUEUED, Stage.ENDED}),  # QUEUED: gave way at a sentence, the rest to play
+    Stage.ENDED: frozenset(),
+}
 
 
 class QueueFull(UserError):
@@ -78,6 +102,14 @@ class Utterance:
     speed_factor: float = 1.0  # made this much faster than asked to catch up (set when its synthesis starts)
     expected_wait: float = 0.0  # when queued: seconds until it should start playing
     stats: PlayStats = field(default_factory=PlayStats)  # when its frames were sent (the driver's thread counts)
+    stage: Stage = Stage.QUEUED
+
+    def enter(self, stage: Stage) -> None:
+        """Move to `stage` (TRANSITIONS); a move the table does not allow is logged as the bug it is, and made."""
+        if stage is not self.stage and stage not in TRANSITIONS[self.stage]:
+            log.error("request %s: %s -> %s is not a transition of an utterance", self.request.request_id,
+                      self.stage.value, stage.value)
+        self.stage = stage
 
     @property
     def speed(self) -> float:
@@ -113,6 +145,7 @@ class Utterance:
 
 
 def finish(utt: Utterance, outcome: Outcome) -> None:
-    """Settle `utt.done` with its outcome (once)."""
+    """End `utt`: settle `utt.done` with its outcome (once)."""
+    utt.enter(Stage.ENDED)
     if utt.done is not None and not utt.done.done():
         utt.done.set_result(outcome)

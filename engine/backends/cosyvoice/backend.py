@@ -5,7 +5,7 @@ targeted): `token2wav(token, ..., token_offset, uuid, stream, finalize, speed)` 
 contexts, and `frontend_zero_shot(..., zero_shot_spk_id)` taking `prompt_wav` (a path, since 2025-12-08) or
 `prompt_speech_16k` (a 16 kHz tensor, before). Which prompt form is installed is read from the signature; an
 older clone (the 2025-03 code had a flow cache in `token2wav` and no speaker id in `frontend_zero_shot`) is
-refused by `check_api` naming the commit to check out. The adapter uses the upstream objects for text
+refused by `check_api` (loader.py) naming the commit to check out. The adapter uses the upstream objects for text
 normalization, the zero-shot frontend, the LLM job and token->wav, but runs each request's streaming loop
 itself so that the hop length is per request (upstream `CosyVoice2Model.tts` grows `self.token_hop_len` on
 the shared instance; PRs #1849/#1894). See docs/gpu.md.
@@ -14,108 +14,56 @@ the shared instance; PRs #1849/#1894). See docs/gpu.md.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
-import io
-import json
 import logging
 import os
 import tempfile
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.backends.cosyvoice import default as cosyvoice_default
-from engine.backends.cosyvoice.device import bind_thread, check_device, cuda_index, place
+from engine.backends.cosyvoice.device import bind_thread, cuda_index
+from engine.backends.cosyvoice.features import (
+    FEATURES_FORMAT,
+    NAME,
+    is_features,
+    pack_features,
+    to_numpy,
+    unpack_features,
+)
+from engine.backends.cosyvoice.loader import GIB, check_api, load_cosyvoice, suggest_concurrency
+from engine.backends.cosyvoice.settings import CosyVoiceSettings
 from engine.base import (
     BackendDefaults,
     BackendInfo,
-    BackendUnavailable,
     CancelToken,
     EngineError,
     Progress,
     TextRejected,
     Voice,
 )
-from engine.settings import CosyVoiceSettings
 
 log = logging.getLogger(__name__)
 
-NAME = "cosyvoice2"
 SAMPLE_RATE = 24_000  # CosyVoice2 output; the loaded model's own `sample_rate` wins
 PROMPT_RATE = 16_000  # the frontend's speech tokenizer and speaker embedding run at 16 kHz
-FEATURES_FORMAT = 1  # bump when the blob layout changes
 LANGUAGES = ("zh", "en", "ja", "ko", "yue")  # what CosyVoice2 speaks (and clones in): Chinese, English, Japanese,
 # Korean, Cantonese; other languages go to an installed voice that speaks them or eSpeak NG (engine/catalog.py)
 MIN_CLIP_S, MAX_CLIP_S = 0.5, 30.0  # upstream's speech tokenizer refuses prompts over 30 s
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 SPEAKER_PREFIX = "voicebot:"  # our entries in the model's speaker table; built-in speakers are never evicted
 OOM_MESSAGE = "The voice engine ran out of GPU memory; try again in a moment."
-GIB = 1 << 30
-# Conservative guess of the GPU memory one concurrent CosyVoice2-0.5B stream needs beyond the weights
-# (LLM KV cache, flow-matching activations, HiFT). Unmeasured: bench/gpu.py prints the real peak.
-DEFAULT_STREAM_BYTES = int(1.5 * GIB)
-DEFAULT_RESERVE_BYTES = 2 * GIB
-
-REQUIRED_FILES = (
-    "cosyvoice2.yaml",
-    "llm.pt",
-    "flow.pt",
-    "hift.pt",
-    "campplus.onnx",
-    "speech_tokenizer_v2.onnx",
-    "CosyVoice-BlankEN",
-)
-# Keys of the frontend's zero-shot dict that a voice blob must hold (each with its `_len` twin).
-FEATURE_KEYS = (
-    "prompt_text",
-    "llm_prompt_speech_token",
-    "flow_prompt_speech_token",
-    "prompt_speech_feat",
-    "llm_embedding",
-    "flow_embedding",
-)
-INSTALL_HINT = (
-    "git clone --recursive https://github.com/FunAudioLLM/CosyVoice, pip install -r requirements.txt, and put "
-    "the clone and its third_party/Matcha-TTS on PYTHONPATH (see docs/gpu.md, 'GPU deployment')"
-)
-MIN_COMMIT = "6dd68b9 (2025-05-30)"  # the oldest upstream commit whose API the adapter runs on
-TESTED_COMMIT = "ace7c47 (2026-03-16)"
-DOWNLOAD_HINT = (
-    "download CosyVoice2-0.5B into it first, e.g. `python -c \"from modelscope import snapshot_download; "
-    "snapshot_download('iic/CosyVoice2-0.5B', local_dir='DIR')\"` (or huggingface_hub with "
-    "'FunAudioLLM/CosyVoice2-0.5B'); the bot never downloads models itself"
-)
 
 
-# -- sizing -----------------------------------------------------------------------------------------
-
-
-def suggest_concurrency(
-    free_bytes: int,
-    per_stream_bytes: int = DEFAULT_STREAM_BYTES,
-    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-    cap: int = 16,
-) -> int:
-    """How many segments may synthesize at once (`engine.max_concurrency`) on one GPU.
-
-    `free_bytes` is what the GPU has free after the model is loaded (`torch.cuda.mem_get_info()[0]`);
-    `reserve_bytes` is kept back for fragmentation and the CUDA context of other work; each stream is
-    budgeted `per_stream_bytes`. The answer is at least 1 (a GPU that holds the model runs one stream)
-    and at most `cap`, past which the GPU's compute, not its memory, is the limit (see bench/gpu.py).
-    """
-    if per_stream_bytes <= 0:
-        raise ValueError("per_stream_bytes must be positive")
-    usable = max(0, int(free_bytes) - max(0, int(reserve_bytes)))
-    return max(1, min(int(cap), usable // int(per_stream_bytes)))
+# -- streaming ------------------------------------------------------------------------------------
 
 
 def hop_schedule(prompt_tokens: int, first: int, base: int, chunk: int, scale: float, max_hop: int) -> Iterator[int]:
@@ -139,178 +87,6 @@ def hop_schedule(prompt_tokens: int, first: int, base: int, chunk: int, scale: f
     while True:
         hop = min(max_hop, max(hop + 1, int(hop * scale))) if scale > 1 else hop
         yield max(1, hop)
-
-
-# -- checks and loading -----------------------------------------------------------------------------
-
-
-def check_model_dir(settings: CosyVoiceSettings) -> Path:
-    """The model folder, or BackendUnavailable naming what to download and where."""
-    if not settings.model_dir:
-        raise BackendUnavailable(
-            "engine.cosyvoice.model_dir is not set: set it to a folder holding CosyVoice2-0.5B and " + DOWNLOAD_HINT
-        )
-    path = Path(settings.model_dir).expanduser()
-    if not path.is_dir():
-        hint = DOWNLOAD_HINT.replace("DIR", str(path))
-        raise BackendUnavailable(f"CosyVoice2 model folder {path} does not exist: {hint}")
-    if (path / "cosyvoice3.yaml").exists() and not (path / "cosyvoice2.yaml").exists():
-        raise BackendUnavailable(f"{path} holds a CosyVoice3 model; the cosyvoice2 backend runs CosyVoice2-0.5B.")
-    missing = [name for name in REQUIRED_FILES if not (path / name).exists()]
-    if settings.load_trt and not (path / "flow.decoder.estimator.fp32.onnx").exists():
-        missing.append("flow.decoder.estimator.fp32.onnx (needed by load_trt)")
-    if settings.load_jit:
-        jit = f"flow.encoder.{'fp16' if settings.fp16 else 'fp32'}.zip"
-        if not (path / jit).exists():
-            missing.append(f"{jit} (needed by load_jit)")
-    if missing:
-        raise BackendUnavailable(
-            f"CosyVoice2 model folder {path} is incomplete (missing {', '.join(missing)}): "
-            + DOWNLOAD_HINT.replace("DIR", str(path))
-        )
-    return path
-
-
-def import_cosyvoice() -> Any:
-    """The upstream `cosyvoice.cli.cosyvoice` module, or BackendUnavailable saying how to install it."""
-    try:
-        return importlib.import_module("cosyvoice.cli.cosyvoice")
-    except ImportError as exc:
-        raise BackendUnavailable(f"The cosyvoice package is not importable ({exc}): {INSTALL_HINT}.") from exc
-
-
-def upstream_version(module: Any) -> str:
-    """The installed cosyvoice's package version or the git commit of the clone it is imported from."""
-    try:
-        return metadata.version("cosyvoice")
-    except metadata.PackageNotFoundError:
-        pass
-    try:
-        root = Path(module.__file__).resolve().parents[2]
-        git = root / ".git"
-        head = (git / "HEAD").read_text().strip()
-        if head.startswith("ref: "):
-            ref = head[5:]
-            ref_file = git / ref
-            if ref_file.exists():
-                return ref_file.read_text().strip()[:12]
-            for line in (git / "packed-refs").read_text().splitlines():
-                if line.endswith(" " + ref):
-                    return line.split()[0][:12]
-            return "unknown"
-        return head[:12]
-    except (OSError, AttributeError, TypeError, IndexError):
-        return "unknown"
-
-
-def _accepted(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The subset of `kwargs` that `fn` takes (older upstream releases lack load_vllm, trt_concurrent)."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return kwargs
-    dropped = [k for k in kwargs if k not in params]
-    if any(kwargs[k] for k in dropped if isinstance(kwargs[k], bool)):
-        log.warning("this cosyvoice release ignores %s", ", ".join(dropped))
-    return {k: v for k, v in kwargs.items() if k in params}
-
-
-def load_cosyvoice(settings: CosyVoiceSettings, workers: int = 1) -> tuple[Any, str]:
-    """Load the upstream CosyVoice2 object from `settings.model_dir`; returns it and its version string."""
-    path = check_model_dir(settings)
-    check_device(settings.device)
-    module = import_cosyvoice()
-    cls = getattr(module, "CosyVoice2", None)
-    if cls is None:
-        raise BackendUnavailable(f"This cosyvoice release has no CosyVoice2 class: {INSTALL_HINT}.")
-    kwargs = _accepted(
-        cls,
-        {
-            "load_jit": settings.load_jit,
-            "load_trt": settings.load_trt,
-            "load_vllm": settings.load_vllm,
-            "fp16": settings.fp16,
-            "trt_concurrent": max(1, workers),
-        },
-    )
-    log.info("loading CosyVoice2 from %s (%s)", path, kwargs)
-    # an existing local folder is passed, so upstream never falls back to snapshot_download
-    model = cls(str(path.resolve()), **kwargs)
-    index = cuda_index(settings.device)
-    if index is not None:
-        place(model, path, index)
-    return model, upstream_version(module)
-
-
-def check_api(model: Any, version: str | None) -> None:
-    """BackendUnavailable, naming the commit to check out, for a clone older than the API the adapter runs on."""
-    problems = []
-    if "zero_shot_spk_id" not in inspect.signature(model.frontend.frontend_zero_shot).parameters:
-        problems.append("frontend_zero_shot takes no zero_shot_spk_id (added 2025-04-15)")
-    token2wav = getattr(model.model, "token2wav", None)
-    if token2wav is not None:
-        params = inspect.signature(token2wav).parameters
-        if "token_offset" not in params or "stream" not in params:
-            problems.append("token2wav takes no token_offset and stream (its flow-cache form, 2025-01-23 to "
-                            "2025-05-27)")
-        if hasattr(model.model, "trt_context_dict"):
-            problems.append("token2wav needs a per-request TensorRT context (2025-04-16 to 2025-05-30)")
-    if problems:
-        raise BackendUnavailable(
-            f"This CosyVoice clone ({version or 'unknown commit'}) is older than the API the cosyvoice2 backend "
-            f"runs on: {'; '.join(problems)}. Check out commit {MIN_COMMIT} or later; {TESTED_COMMIT} is the one "
-            "targeted: git -C CosyVoice fetch && git -C CosyVoice checkout "
-            f"{TESTED_COMMIT.split()[0]} && git -C CosyVoice submodule update --init --recursive (docs/gpu.md)."
-        )
-
-
-# -- feature blobs ----------------------------------------------------------------------------------
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()
-    return np.ascontiguousarray(np.asarray(value))
-
-
-def pack_features(model_input: Mapping[str, Any], transcript: str, prompt_text: str) -> bytes:
-    """The voice_features blob: the frontend's zero-shot tensors as an npz (no pickle), plus a JSON header."""
-    arrays = {k: _to_numpy(v) for k, v in model_input.items() if k not in ("text", "text_len")}
-    missing = [k for k in FEATURE_KEYS if k not in arrays]
-    if missing:
-        raise EngineError(f"The CosyVoice frontend returned no {', '.join(missing)}; is this a CosyVoice2 model?")
-    meta = {"format": FEATURES_FORMAT, "backend": NAME, "transcript": transcript, "prompt_text": prompt_text}
-    buf = io.BytesIO()
-    np.savez(buf, **{"__meta__": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),  # type: ignore[arg-type]
-                     **arrays})
-    return buf.getvalue()
-
-
-def unpack_features(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Arrays and header of a blob made by pack_features; EngineError if it is not one."""
-    unreadable = EngineError("This voice's saved CosyVoice features are unreadable; register the voice again.")
-    try:
-        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
-    except Exception as exc:  # noqa: BLE001 - any malformed blob is the same error to the user
-        raise unreadable from exc
-    if not isinstance(meta,
-                      dict) or meta.get("format") != FEATURES_FORMAT or any(k not in arrays for k in FEATURE_KEYS):
-        raise unreadable
-    for key in ("llm_prompt_speech_token", "flow_prompt_speech_token", "prompt_text"):
-        if arrays[key].ndim != 2:
-            raise unreadable
-    if arrays["prompt_speech_feat"].ndim != 3 or arrays["flow_embedding"].ndim != 2:
-        raise unreadable
-    return arrays, meta
-
-
-def _is_features(blob: bytes) -> bool:
-    try:
-        unpack_features(blob)
-    except EngineError:
-        return False
-    return True
 
 
 # -- per-request state -------------------------------------------------------------------------------
@@ -364,14 +140,14 @@ class CosyVoiceBackend(BackendDefaults):
 
     `model` (or `model_factory(settings, workers) -> (model, version)`) replaces loading the upstream
     `CosyVoice2` object; tests pass a test double of it. Registered voices carry the frontend's zero-shot
-    features (see pack_features); they are put into the model's speaker table (`frontend.spk2info`) on
+    features (features.py); they are put into the model's speaker table (`frontend.spk2info`) on
     first use and evicted least recently used beyond `settings.speaker_cache`, so synthesis never runs
     the speech frontend for a known voice.
     """
 
     @classmethod
     def from_settings(cls, settings) -> CosyVoiceBackend:
-        return cls(settings.cosyvoice, workers=settings.workers)
+        return cls(CosyVoiceSettings.of(settings), workers=settings.workers)
 
     def __init__(
         self,
@@ -537,7 +313,7 @@ class CosyVoiceBackend(BackendDefaults):
             if self._default_blob is None:
                 log.info("this CosyVoice2 model has no built-in voice; making the default voice from the Piper prompt")
                 self._default_blob = cosyvoice_default.default_features(
-                    self.extract_features, self.info.version, _is_features,
+                    self.extract_features, self.info.version, is_features,
                 )
             return self._default_blob
 
@@ -611,7 +387,7 @@ class CosyVoiceBackend(BackendDefaults):
 
     @staticmethod
     def _audio(tensor: Any) -> np.ndarray:
-        return _to_numpy(tensor).astype(np.float32, copy=False).reshape(-1)
+        return to_numpy(tensor).astype(np.float32, copy=False).reshape(-1)
 
     def _tts(self, inp: dict[str, Any], stream: bool, speed: float, cancel: CancelToken | None) -> Iterator[np.ndarray]:
         """One piece through upstream's LLM job and token2wav, with this request's own hop lengths."""

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import io
+import logging
 import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.backends.espeak.settings import EspeakSettings
 from engine.base import BackendDefaults, BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.languages import base
+
+if TYPE_CHECKING:
+    from engine.settings import EngineSettings
+
+log = logging.getLogger(__name__)
 
 VOICE_NAME = "espeak-ng"  # the name of its voice in the engine (Voice.name); Voice.language picks the language
 SAMPLE_RATE = 22_050  # what espeak-ng writes
@@ -66,6 +74,7 @@ class EspeakBackend(BackendDefaults):
         self.info = BackendInfo(
             name="espeak-ng", version=version.split("Data at")[0].strip() or "espeak-ng", sample_rate=SAMPLE_RATE,
             clones=False, voices=(VOICE_NAME,), languages=tuple(sorted(self.voices)),
+            language_names=tuple(sorted(self.names.items())),
         )
 
     def command(self, voice: Voice) -> list[str]:
@@ -133,3 +142,16 @@ class EspeakBackend(BackendDefaults):
 
     def close(self) -> None:
         """Nothing stays open between segments."""
+
+
+def espeak_voice(settings: EngineSettings, taken: set[str]) -> dict[str, EspeakBackend]:
+    """eSpeak NG's voice beside the configured backend (engine.backends.Package.voices), when engine.espeak.enabled;
+    when it is not installed, a warning says so and the engine does without it."""
+    espeak = EspeakSettings.of(settings)
+    if not espeak.enabled:
+        return {}
+    try:
+        return {VOICE_NAME: EspeakBackend(espeak.command)}
+    except BackendUnavailable as exc:
+        log.warning("eSpeak NG backend off: %s", exc)
+        return {}

@@ -3,7 +3,6 @@ Portuguese and Hindi from one int8 ONNX model and its 54 voice packs, on the CPU
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import threading
@@ -19,6 +18,7 @@ from engine.backends.kokoro import tuning as kokoro_tuning
 from engine.backends.kokoro import voice as kokoro_voice
 from engine.backends.kokoro.g2p import g2p_key, phonemize
 from engine.backends.kokoro.norms import NormPools
+from engine.backends.kokoro.settings import KokoroSettings
 from engine.backends.kokoro.shape import Shape, ShapeStream
 from engine.backends.kokoro.voice import KokoroStyle, StyleFit, Voiceprint
 from engine.backends.kokoro.windows import HOP, WINDOW, Stitcher, rendered, windows
@@ -35,10 +35,10 @@ from engine.base import (
     Voice,
 )
 from engine.languages import base
-from engine.settings import EngineSettings, KokoroSettings
+from engine.settings import EngineSettings
 
 if TYPE_CHECKING:
-    from engine.voices.matching import MatchProfile
+    from engine.voices.profile import MatchProfile
 
 log = logging.getLogger(__name__)
 
@@ -303,26 +303,23 @@ def _limited(audio: np.ndarray) -> np.ndarray:
 
 class KokoroBackend(BackendDefaults):
     """Kokoro speaks `Voice.name` (a voice pack, or "default": the pack of `Voice.language`) in the language of
-    `Voice.language` (else the pack's). A registered voice is a style fitted to its clip (engine/backends/
-    kokoro_voice.py) and speaks every language. A voice registered before (Piper's voice-matching profile) is
-    still spoken by Piper, loaded on the first such voice, until the bot has fitted it again."""
+    `Voice.language` (else the pack's). A registered voice is a style fitted to its clip (kokoro/voice.py) and
+    speaks every language; one registered before as Piper's voice-matching profile is spoken by Piper, through the
+    engine's catalog (`reads`), until the bot has fitted it again."""
 
-    def __init__(self, settings: KokoroSettings | None = None, workers: int = 1,
-                 piper: EngineSettings | None = None) -> None:
+    def __init__(self, settings: KokoroSettings | None = None, workers: int = 1, at_once: int | None = None) -> None:
         try:
             import onnxruntime  # noqa: F401
         except ImportError as exc:  # pragma: no cover - a dependency of the project
             raise BackendUnavailable("onnxruntime is not installed") from exc
         self.settings = settings or KokoroSettings()
         self.workers = max(1, workers)
-        self.model = KokoroModel(self.settings, kokoro_tuning.concurrency(piper or EngineSettings()))
+        self.model = KokoroModel(self.settings, at_once or kokoro_tuning.concurrency(EngineSettings(workers=workers)))
         missing = sorted(set(DEFAULT_VOICES.values()) - set(self.model.packs))
         if missing:
             raise BackendUnavailable(f"Kokoro's voice packs {', '.join(missing)} are missing: "
                                      f"{kokoro_assets.SETUP_HINT}.")
-        self._piper_settings = piper or EngineSettings()
-        self._piper: Any = None
-        self._piper_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._prints: dict[str, Voiceprint] | None = None
         self._warmed = 0  # warm_up calls so far
         # a registered voice's rows (a few dozen kB) and correction by its blob
@@ -346,33 +343,28 @@ class KokoroBackend(BackendDefaults):
             steps=True,
             units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6]),
             reads=("piper",),  # a voice registered under Piper speaks (through Piper) until it is fitted again
+            features=(kokoro_voice.STYLE_KIND,),
         )
 
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> KokoroBackend:
-        return cls(settings.kokoro, workers=settings.workers, piper=settings)
+        return cls(KokoroSettings.of(settings), workers=settings.workers, at_once=kokoro_tuning.concurrency(settings))
 
     def voice_languages(self, voice: Voice) -> tuple[str, ...]:
-        """What `voice` speaks: a pack its own language, an earlier registered voice Piper's, "default" and a
-        fitted voice every language."""
-        if voice.profile is not None:
-            return self.info.languages if KokoroStyle.is_style(voice.profile.features) else ("en",)
+        """What `voice` speaks: a pack its own language, "default" and a fitted voice every language."""
         code = pack_language(voice.name) if voice.name in self.model.packs else ""
         return (code,) if code else self.info.languages
 
     @property
     def sessions_alive(self) -> int:
-        """onnxruntime sessions in existence: Kokoro's (one per part, made on first use) and the earlier
-        registered voices' Piper's."""
-        with self._piper_lock:
-            piper = self._piper.sessions_alive if self._piper is not None else 0
-        return self.model.sessions_alive + piper
+        """onnxruntime sessions in existence (one per part, made on first use)."""
+        return self.model.sessions_alive
 
     # -- registered voices -----------------------------------------------------------------------------
 
     def voiceprints(self) -> dict[str, Voiceprint]:
         """Each English pack's voiceprint, read from the assets folder, else rendered once and stored there."""
-        with self._piper_lock:
+        with self._lock:
             if self._prints is not None:
                 return self._prints
         path = kokoro_assets.folder(self.settings.assets_dir) / kokoro_voice.EMBEDDINGS_FILE
@@ -384,7 +376,7 @@ class KokoroBackend(BackendDefaults):
                 kokoro_voice.save_voiceprints(path, prints, self.model_stamp)
             except OSError as exc:  # a read-only install: they are made again by the next process
                 log.warning("could not store Kokoro's pack voiceprints in %s: %s", path, exc)
-        with self._piper_lock:
+        with self._lock:
             self._prints = prints
         return prints
 
@@ -415,7 +407,7 @@ class KokoroBackend(BackendDefaults):
 
     def fitted(self, blob: bytes) -> tuple[np.ndarray, MatchProfile | None]:
         """A fitted voice's style rows and its correction, made from its blob once (StyleError when damaged)."""
-        with self._piper_lock:
+        with self._lock:
             hit = self._styles.get(blob)
         if hit is None:
             style = KokoroStyle.from_bytes(blob)
@@ -424,21 +416,11 @@ class KokoroBackend(BackendDefaults):
                 raise kokoro_voice.StyleError("This voice was fitted to voice packs that are not installed; "
                                               "register it again.")
             hit = (style.rows(self.model.style), style.match)
-            with self._piper_lock:
+            with self._lock:
                 if len(self._styles) >= 64:
                     self._styles.pop(next(iter(self._styles)))
                 self._styles[blob] = hit
         return hit
-
-    @property
-    def piper(self):
-        """The Piper backend that speaks earlier registered voices (Piper's voice matching), made on first use."""
-        with self._piper_lock:
-            if self._piper is None:
-                from engine.backends.piper.backend import PiperBackend
-
-                self._piper = PiperBackend(self._piper_settings.piper, workers=self.workers)
-            return self._piper
 
     # -- synthesis -----------------------------------------------------------------------------------------
 
@@ -453,7 +435,7 @@ class KokoroBackend(BackendDefaults):
         """Create the sessions and speak WARM_UP_SENTENCES (each call starting at the next, so that workers warming up
         at once teach the default voice's statistics from different sentences): the memory arena grows to a long
         run's now, and af_heart's English statistics are learned."""
-        with self._piper_lock:
+        with self._lock:
             first, self._warmed = self._warmed % len(WARM_UP_SENTENCES), self._warmed + 1
         for text in WARM_UP_SENTENCES[first:] + WARM_UP_SENTENCES[:first]:
             for _ in self.synthesize(text, Voice()):
@@ -463,14 +445,10 @@ class KokoroBackend(BackendDefaults):
                    cancel: CancelToken | None = None) -> Iterator[tuple[np.ndarray, float]]:
         """Yield float32 mono at 24 kHz, one vocoder window at a time with the next one's audio seconds
         (BackendInfo.steps: the engine gives each its own slot): the sentence in runs the model reads whole (one, but
-        for a sentence over MAX_TOKENS phonemes), or
-        Piper's audio for an earlier registered voice. A registered voice and a changed pitch are shaped window by
+        for a sentence over MAX_TOKENS phonemes). A registered voice and a changed pitch are shaped window by
         window (kokoro_shape.Shape); the vocoder's statistics are learned per voice, language and pitch."""
         if not MIN_SPEED <= voice.speed <= 4.0:
             raise EngineError(f"Speed must be between {MIN_SPEED} and 4.0.")
-        if voice.profile is not None and not KokoroStyle.is_style(voice.profile.features):
-            yield from self._piper_speaks(text, voice, cancel)
-            return
         match, who = None, ""  # who: what the vocoder's statistics are learned for (a pack or a fitted style)
         if voice.profile is not None:
             (rows, match), language = self.fitted(voice.profile.features), base(voice.language) or "en"
@@ -492,17 +470,5 @@ class KokoroBackend(BackendDefaults):
                     return
                 yield audio, next_s or (FIRST * FRAME_S if r < len(runs) - 1 else 0.0)
 
-    def _piper_speaks(self, text: str, voice: Voice,
-                      cancel: CancelToken | None) -> Iterator[tuple[np.ndarray, float]]:
-        import soxr
-
-        rate = self.piper.info.sample_rate
-        for audio in self.piper.synthesize(text, dataclasses.replace(voice, name="default"), cancel=cancel):
-            yield soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32), 2.0  # (a sentence, about)
-        yield np.zeros(0, np.float32), 0.0  # (Piper cannot say which of its runs is the last)
-
     def close(self) -> None:
-        with self._piper_lock:
-            if self._piper is not None:
-                self._piper.close()
-                self._piper = None
+        """Nothing to release: the sessions go with the model."""

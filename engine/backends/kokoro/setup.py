@@ -8,7 +8,8 @@ from pathlib import Path
 
 from engine.backends.kokoro import assets, tuning
 from engine.backends.kokoro.backend import KokoroBackend
-from engine.settings import EngineSettings, KokoroSettings
+from engine.backends.kokoro.settings import KokoroSettings
+from engine.settings import EngineSettings
 
 
 def install(where: Path | None = None) -> Path:

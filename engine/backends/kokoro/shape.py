@@ -10,18 +10,18 @@ import numpy as np
 from engine.backends.kokoro.windows import HOP
 
 VOICED_HZ = 10.0  # the vocoder's sine source is voiced above this F0 (its SineGen's threshold)
-FRAME_S = 0.01  # the envelope correction's frames (engine/voices/matching.py's FRAME_PERIOD_MS)
+FRAME_S = 0.01  # the envelope correction's frames (engine/voices/transform.py's FRAME_PERIOD_MS)
 RATE = 24_000
 
 
 class Shape:
-    """What a registered voice's `clear` correction (engine/voices/matching.py: pitch statistics, formant warp,
+    """What a registered voice's `clear` correction (engine/voices/transform.py: pitch statistics, formant warp,
     envelope statistics) and the user's pitch (semitones) do to a Kokoro run, without a pitch tracker or PSOLA: the
     F0 the vocoder is given is mapped in the log domain, and each window's audio is corrected by its envelope read at
     that F0 (WORLD's cheaptrick), so the frames two windows share get the same correction on both sides of a seam."""
 
     def __init__(self, match: object | None, semitones: float = 0.0) -> None:
-        from engine.voices.matching import Transform
+        from engine.voices.transform import Transform
 
         self.transform = Transform.for_profile(match, float(semitones))  # type: ignore[arg-type]
         t = self.transform
@@ -47,7 +47,8 @@ class Shape:
             return audio
         import pyworld
 
-        from engine.voices import matching, spectral
+        from engine.voices import spectral
+        from engine.voices.transform import Analysis, correction_db, match_level
 
         x = np.asarray(audio, dtype=np.float64)
         times = np.arange(int(len(x) / RATE / FRAME_S) + 1) * FRAME_S
@@ -56,12 +57,12 @@ class Shape:
         centres = ((np.arange(len(frames)) + 0.5) * HOP - start) / RATE
         track = np.where(frames[at] > VOICED_HZ, np.interp(times, centres, frames), 0.0)
         sp = pyworld.cheaptrick(x, track, times, RATE)
-        analysis = matching.Analysis(x=x, f0=track, sp=sp, sr=RATE, rms=float(np.sqrt(np.mean(x * x))))
-        gain = matching.correction_db(analysis, self.transform)
+        analysis = Analysis(x=x, f0=track, sp=sp, sr=RATE, rms=float(np.sqrt(np.mean(x * x))))
+        gain = correction_db(analysis, self.transform)
         if gain is None:
             return audio
         y = spectral.apply_gain(x, RATE, gain, FRAME_S)
-        return matching.match_level(y, analysis.rms)
+        return match_level(y, analysis.rms)
 
 
 class ShapeStream:

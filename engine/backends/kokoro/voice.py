@@ -8,7 +8,7 @@ paying on real speakers and on both of its speaker encoders:
    cosine to the clip. A candidate whose median F0 is further than F0_GUARD semitones from the clip's, or whose
    F0 range is not within F0_RANGE_GUARD of the clip's, is refused (men drifted to a woman's pitch in the probes).
 3. Correction: the blend's own voice is corrected toward the clip as Piper's voices are (engine/voices/
-   matching.py, the `clear` parts: pitch statistics, formant warp, the envelope's statistics), fitted against a
+   fit.py, the `clear` parts: pitch statistics, formant warp, the envelope's statistics), fitted against a
    render of the blend; the rendered audio is corrected when the voice speaks.
 A refinement that pushed each half of the style (the vocoder's timbre half, the predictors' prosody half) away from
 the packs' centre was measured and dropped: it raised the fitting encoder's score and lowered the other's, and
@@ -34,12 +34,13 @@ from engine.base import EngineError, Progress
 from engine.voices import embedding
 from engine.voices.pitch import track_f0
 
-if TYPE_CHECKING:  # matching (scipy, pyworld: ~80 MB) is imported when a corrected voice is read or fitted
-    from engine.voices.matching import MatchProfile
+if TYPE_CHECKING:  # engine.voices.profile and fit (scipy, pyworld: ~80 MB): imported when a voice is read or fitted
+    from engine.voices.profile import MatchProfile
 
 log = logging.getLogger(__name__)
 
 STYLE_FORMAT = 1  # the profile's layout ("match" is optional: format 1 profiles made before it still read)
+STYLE_KIND = "kokoro-style"  # its feature blob's kind (engine/voices/features.py)
 FIT_VERSION = 2  # 2: the `clear` correction; a new fit makes stored voices refit from their clips (bot/voices.py)
 EMBEDDINGS_FILE = "pack_embeddings.npz"  # beside the packs: each pack's speaker embedding and F0 statistics
 CALIBRATION_TEXT = ("Hello there, this is a short recording of my own voice. I read a few plain sentences at a "
@@ -66,7 +67,7 @@ class KokoroStyle:
     format: int = STYLE_FORMAT
 
     def to_bytes(self) -> bytes:
-        raw: dict[str, object] = {"kind": "kokoro-style", "format": self.format, "weights": self.weights}
+        raw: dict[str, object] = {"kind": STYLE_KIND, "format": self.format, "weights": self.weights}
         if self.match is not None:
             raw["match"] = json.loads(self.match.to_bytes())
         return json.dumps(raw, sort_keys=True).encode()
@@ -75,7 +76,7 @@ class KokoroStyle:
     def from_bytes(cls, blob: bytes) -> KokoroStyle:
         try:
             raw = json.loads(blob.decode())
-            if not isinstance(raw, dict) or raw.get("kind") != "kokoro-style" or raw.get("format") != STYLE_FORMAT:
+            if not isinstance(raw, dict) or raw.get("kind") != STYLE_KIND or raw.get("format") != STYLE_FORMAT:
                 raise ValueError("not a Kokoro style")
             weights = {str(k): float(v) for k, v in dict(raw["weights"]).items()}
             match = _match(raw["match"]) if "match" in raw else None
@@ -87,7 +88,7 @@ class KokoroStyle:
 
     @staticmethod
     def is_style(blob: bytes) -> bool:
-        return blob[:64].lstrip().startswith(b"{") and b'"kind": "kokoro-style"' in blob
+        return blob[:64].lstrip().startswith(b"{") and f'"kind": "{STYLE_KIND}"'.encode() in blob
 
     def rows(self, style: Callable[[str], np.ndarray]) -> np.ndarray:
         """The style rows [510, 256]: the packs (`style(name)`) blended by their weights."""
@@ -204,14 +205,14 @@ class StyleFit:
 
     def _corrected(self, best: KokoroStyle) -> KokoroStyle:
         """The style with `clear` matching's correction toward the clip, fitted against the style's own render."""
-        from engine.voices import matching
+        from engine.voices import fit
 
         rows = best.rows(self.style)
         assert self.audio is not None  # (run() corrects only a fit with the clip's audio)
         try:
-            calibration = matching.calibrate(lambda text: (self.render(text, rows), RATE))
-            match = matching.estimate_profile(self.audio, RATE, calibration=calibration,
-                                              reference_embedding=self.clip.embedding, parts=matching.SHIPPED_PARTS)
+            calibration = fit.calibrate(lambda text: (self.render(text, rows), RATE))
+            match = fit.estimate_profile(self.audio, RATE, calibration=calibration,
+                                         reference_embedding=self.clip.embedding, parts=fit.SHIPPED_PARTS)
         except EngineError as exc:  # no voice heard in the render or the clip: the style as it renders
             log.info("no correction for this style: %s", exc)
             return best
@@ -220,7 +221,7 @@ class StyleFit:
 
 def _match(raw: object) -> MatchProfile:
     """A style's correction read from its JSON (ProfileError when damaged)."""
-    from engine.voices.matching import MatchProfile
+    from engine.voices.profile import MatchProfile
 
     return MatchProfile.from_bytes(json.dumps(raw).encode())
 

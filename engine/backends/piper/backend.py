@@ -7,20 +7,24 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.backends.cpu import WARM_UP_TEXT, threads_per_worker
+from engine.backends.piper.settings import PiperSettings
 from engine.backends.runs import word_runs
 from engine.backends.sessions import SessionPool, new_session, run_cancellable
 from engine.base import BackendDefaults, BackendInfo, BackendUnavailable, CancelToken, EngineError, Progress, Voice
-from engine.languages import piper_languages
-from engine.settings import PiperSettings
+from engine.languages import base
+from engine.voices.features import MATCH_PROFILE
+
+if TYPE_CHECKING:
+    from engine.settings import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +47,28 @@ class PiperModel:
     config: Any  # piper.PiperConfig
     model_bytes: bytes
     sha256: str
-    languages: tuple[str, ...] = ("en",)  # from its .onnx.json (engine.languages.piper_languages)
+    languages: tuple[str, ...] = ("en",)  # from its .onnx.json (piper_languages)
 
     @property
     def name(self) -> str:
         return self.path.name.removesuffix(".onnx")
+
+
+def piper_languages(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a Piper voice speaks, from its .onnx.json: language.code (or .family), else the eSpeak voice it
+    phonemizes with; ("en",) when the file names neither (Piper's own default)."""
+    language = config.get("language")
+    if isinstance(language, Mapping):
+        for key in ("code", "family"):
+            code = base(str(language.get(key) or ""))
+            if code:
+                return (code,)
+    espeak = config.get("espeak")
+    if isinstance(espeak, Mapping):
+        code = base(str(espeak.get("voice") or ""))
+        if code:
+            return (code,)
+    return ("en",)
 
 
 @functools.lru_cache(maxsize=8)
@@ -88,7 +109,7 @@ class PiperBackend(BackendDefaults):
     threads each, so workers share the cores instead of fighting over them. Sessions belong
     to the pool, not to threads, so a retired (skipped) thread's session is reused, never leaked. Speed maps to
     length_scale = 1/speed. Piper has no pitch control: pitch and voice matching are applied afterwards by
-    engine.voices.matching.apply_voice.
+    engine.voices.transform.apply_voice.
     """
 
     def __init__(self, settings: PiperSettings | None = None, workers: int = 1) -> None:
@@ -98,7 +119,7 @@ class PiperBackend(BackendDefaults):
         except ImportError as exc:
             raise BackendUnavailable("Piper is not installed: pip install piper-tts") from exc
         self.settings = settings or PiperSettings()
-        from engine.voices.matching import MATCHING_MODES
+        from engine.voices.fit import MATCHING_MODES
 
         if self.settings.matching not in MATCHING_MODES:
             raise EngineError(f"engine.piper.matching must be one of {', '.join(sorted(MATCHING_MODES))}, "
@@ -120,17 +141,18 @@ class PiperBackend(BackendDefaults):
             voices=(self.model.name, *speakers),
             languages=self.model.languages,
             reads=("kokoro",),  # Kokoro's first registered voices were Piper's profiles
+            features=(MATCH_PROFILE,),
         )
         self._warned_matching = False
         self._max_phonemes: int | None = None  # the warm-up sentence's phonemes: the longest single run
-        self._calibration: Any = None  # engine.matching.Calibration of the default voice, made once
+        self._calibration: Any = None  # engine.voices.fit.Calibration of the default voice, made once
         self._calibration_lock = threading.Lock()
         # what a registration fits; None: the parts of engine.piper.matching (bench/voices.py --ablation varies it)
         self.matching_parts: frozenset[str] | None = None
 
     @classmethod
     def from_settings(cls, settings) -> PiperBackend:
-        return cls(settings.piper, workers=settings.workers)
+        return cls(PiperSettings.of(settings), workers=settings.workers)
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -181,7 +203,7 @@ class PiperBackend(BackendDefaults):
         """The voice's speed times its matched speaking rate (a registered voice's profile)."""
         if voice.profile is None or voice.profile.backend != "piper":
             return voice.speed
-        from engine.voices.matching import profile_for
+        from engine.voices.profile import profile_for
 
         profile = profile_for(voice)
         rate = profile.rate if profile is not None else 1.0
@@ -212,11 +234,11 @@ class PiperBackend(BackendDefaults):
         if voice.pitch == 0 and (voice.profile is None or voice.profile.backend != "piper"):
             return audio
         try:
-            from engine.voices.matching import apply_voice
+            from engine.voices.transform import apply_voice
         except ImportError:
             if not self._warned_matching:
                 self._warned_matching = True
-                log.warning("engine.matching is not available; pitch and voice matching are skipped")
+                log.warning("engine.voices.transform is not available; pitch and voice matching are skipped")
             return audio
         return np.asarray(apply_voice(audio, self.info.sample_rate, voice), dtype=np.float32)
 
@@ -248,9 +270,9 @@ class PiperBackend(BackendDefaults):
     def extract_features(self, clip: np.ndarray, sample_rate: int, transcript: str, *,
                          reference_embedding: np.ndarray | None = None,
                          progress: Progress | None = None) -> bytes | None:
-        """The voice-matching profile (engine.matching) that moves this voice toward the clip's speaker."""
+        """The voice-matching profile (engine.voices.fit) that moves this voice toward the clip's speaker."""
         from engine.voices.envelope import speech_seconds
-        from engine.voices.matching import CALIBRATION_TEXT, MATCHING_MODES, calibrate, estimate_profile, speaking_rate
+        from engine.voices.fit import CALIBRATION_TEXT, MATCHING_MODES, calibrate, estimate_profile, speaking_rate
         from engine.voices.registration import synthesize_default
 
         with self._calibration_lock:  # the default voice is analysed once per backend
@@ -274,3 +296,30 @@ class PiperBackend(BackendDefaults):
 
     def close(self) -> None:
         self._voices.close()
+
+
+def folder_voices(settings: EngineSettings, taken: set[str]) -> dict[str, PiperBackend]:
+    """Every `.onnx` Piper voice (with its `.onnx.json`) in engine.piper.voices_dir, by file name: voices the engine
+    holds beside the configured backend (engine.backends.Package.voices); one that does not load is logged and
+    skipped, and so is a name already taken."""
+    piper = PiperSettings.of(settings)
+    folder = piper.voices_dir
+    if not folder:
+        return {}
+    found: dict[str, PiperBackend] = {}
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        log.warning("engine.piper.voices_dir %s is not a folder; no extra Piper voices", path)
+        return found
+    for model in sorted(path.glob("*.onnx")):
+        name = model.name.removesuffix(".onnx")
+        if name in taken or name in found:
+            log.warning("Piper voice %s: the name %r is taken; skipped", model, name)
+            continue
+        try:
+            found[name] = PiperBackend(replace(piper, model=str(model)), workers=settings.workers)
+        except BackendUnavailable as exc:
+            log.warning("Piper voice %s skipped: %s", model, exc)
+            continue
+        log.info("Piper voice %s speaks %s", name, ", ".join(found[name].info.languages))
+    return found

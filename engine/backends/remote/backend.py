@@ -46,9 +46,9 @@ import aiohttp
 import numpy as np
 import soxr
 
+from engine.backends.remote.settings import RemoteSettings
 from engine.backends.remote.voice import RemoteVoice
 from engine.base import DISCORD_RATE, BackendInfo, EngineError, Progress, SynthesisTimeout, TextRejected, Voice
-from engine.settings import RemoteSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class RemoteBackend:
 
     @classmethod
     def from_settings(cls, settings) -> RemoteBackend:
-        return cls(settings.remote)
+        return cls(RemoteSettings.of(settings))
 
     def __init__(self, settings: RemoteSettings | None = None, *, sample_rate: int = DISCORD_RATE) -> None:
         self.settings = settings or RemoteSettings()
