@@ -15,7 +15,7 @@ from pathlib import Path
 from bench._harness import bench_settings, bot_subprocess, cpu_seconds, engine_totals, pct, peak_rss_mb
 from bench.load.accounting import References, account
 from bench.load.traffic import (
-    HOSTILE_SHARE,
+    HOSTILE,
     PHRASES,
     SPEECH_SHARE,
     Dump,
@@ -30,6 +30,7 @@ from bench.load.traffic import (
     mean_item,
     prepare,
     schedule,
+    speech_texts,
 )
 from sandbox import Sandbox, restore_discord
 
@@ -71,7 +72,9 @@ async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[s
     asked: dict[int, float] = collections.defaultdict(lambda: 1.0)  # ... and as last asked for
     pending: list[asyncio.Task] = []
     start = time.monotonic()
-    for at, ri, ui, kind in schedule(plan, rooms, actions):
+    plan_items = schedule(plan, rooms, actions)
+    texts = {kind: speech_texts(rng, sum(1 for *_, k in plan_items if k == kind)) for kind in ("readout", "say")}
+    for at, ri, ui, kind in plan_items:
         delay = start + at - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -79,9 +82,9 @@ async def drive(sb, plan: Plan, rooms: list[Room], actions: int, lengths: dict[s
         gid = room.guild.id
         traffic.sent[kind] += 1
         if kind in ("readout", "say"):
-            text = key = rng.choice(PHRASES)
-            if rng.random() < HOSTILE_SHARE:
-                key, text = hostile(rng, [u.id for u in room.users])
+            text = key = texts[kind].pop()
+            if key in HOSTILE:
+                key, text = hostile(rng, [u.id for u in room.users], kind=key)
                 traffic.hostile[key] += 1
             length = lengths[(kind, key)]
             speeds = sorted({speed[user.id], asked[user.id]})  # a change not yet confirmed may apply already

@@ -268,3 +268,17 @@ def test_the_bots_posts_before_the_run_are_about_none_of_its_items() -> None:
     theirs = SimpleNamespace(id=snowflake(T0 + 10), author=user, content="hello")
     assert bot_posts([earlier, mark, later, theirs], 1, mark.id) == [later]
     assert bot_posts([earlier, mark, later, theirs], 1, 0) == [earlier, later]
+
+
+def test_the_plans_mix_is_dealt_exactly_in_a_random_order() -> None:
+    import random
+
+    from bench.load.traffic import HOSTILE, HOSTILE_SHARE, dealt, speech_texts
+
+    kinds = dealt(random.Random(1), {"readout": 45.0, "say": 20.0, "skip": 5.0}, 140)
+    assert (kinds.count("readout"), kinds.count("say"), kinds.count("skip")) == (90, 40, 10)
+    assert kinds != sorted(kinds, key=["readout", "say", "skip"].index)  # shuffled
+    texts = speech_texts(random.Random(2), 400)
+    hostile = [t for t in texts if t in HOSTILE]
+    assert len(texts) == 400 and len(hostile) == round(400 * HOSTILE_SHARE)
+    assert {hostile.count(h) for h in HOSTILE} == {10}  # each kind alike: no run draws four 10k messages by luck
