@@ -243,11 +243,16 @@ class Capacity:
     audio_per_second: float
     other_keys: int = 0  # other keys with segments running or waiting
     per_key: int = 1  # segments of one key that may synthesize at once
+    # the same of a stepping backend's steps after a run's first (its next window: no features to make first); 0:
+    # not measured (audio_per_second stands for it)
+    next_per_second: float = 0.0
 
-    def share(self) -> float:
-        """Audio seconds per second this key can expect while the others stay busy (fair round-robin)."""
+    def share(self, *, next_step: bool = False) -> float:
+        """Audio seconds per second this key can expect while the others stay busy (fair round-robin); `next_step`:
+        for the next step of a run under way."""
         slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
-        return self.audio_per_second * slots_for_me
+        speed = self.next_per_second if next_step and self.next_per_second > 0 else self.audio_per_second
+        return speed * slots_for_me
 
 
 @dataclass(frozen=True)

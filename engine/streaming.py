@@ -75,40 +75,49 @@ class EngineCounters:
     # every core, so a slot alone runs faster than each of two at once, and a capacity priced from a lightly loaded
     # engine would be wrong under load
     speeds: dict[int, float] = field(default_factory=dict)
+    # the same of a stepping backend's later steps only (a run's next window: no features to make first): what the
+    # pacer prices the next unit of a run under way at
+    next_speeds: dict[int, float] = field(default_factory=dict)
+    measures: dict[tuple[bool, int], int] = field(default_factory=dict)  # (later steps?, slots busy) -> how many
     by_load: dict[int, list[float]] = field(default_factory=dict)  # slots busy -> [audio seconds, slot seconds]
 
     def first_chunk(self, seconds: float) -> None:
         """A unit of work's first chunk came `seconds` after its slot: the moving average of that wait."""
         self.first_chunk_s += SPEED_WEIGHT * (seconds - self.first_chunk_s) if self.first_chunk_s else seconds
 
-    def made(self, slot_seconds: float, audio_seconds: float, busy: float) -> None:
+    def made(self, slot_seconds: float, audio_seconds: float, busy: float, *, later_step: bool = False) -> None:
         """A slot held `slot_seconds` made `audio_seconds` while `busy` slots (its own included) were busy, on
-        average."""
+        average (`later_step`: a stepping backend's step after its run's first)."""
         self.synthesis_seconds += slot_seconds
         self.audio_seconds += audio_seconds
         if slot_seconds > 0 and audio_seconds > 0:
             speed, level = audio_seconds / slot_seconds, max(1, round(busy))
-            old = self.speeds.get(level)
-            self.speeds[level] = speed if old is None else old + SPEED_WEIGHT * (speed - old)
+            for later, table in ((False, self.speeds), (True, self.next_speeds))[:2 if later_step else 1]:
+                # the mean of the first ones, then a moving average: a slow first measure (a cold cache, a session's
+                # arena growing) is not carried for dozens of windows
+                n = self.measures[later, level] = self.measures.get((later, level), 0) + 1
+                old = table.get(level, speed)
+                table[level] = old + max(SPEED_WEIGHT, 1.0 / n) * (speed - old)
             totals = self.by_load.setdefault(level, [0.0, 0.0])
             totals[0] += audio_seconds
             totals[1] += slot_seconds
 
-    def speed(self, busy: int) -> float:
-        """Audio seconds per slot-second with `busy` slots busy: as measured there, else from the nearest load
-        measured, with its total shared among `busy` slots when that is more (never faster than measured); 0 before
-        any measure."""
-        if not self.speeds:
+    def speed(self, busy: int, *, next_step: bool = False) -> float:
+        """Audio seconds per slot-second with `busy` slots busy (`next_step`: of runs' later steps, else of all): as
+        measured there, else from the nearest load measured, with its total shared among `busy` slots when that is
+        more (never faster than measured); 0 before any measure."""
+        table = self.next_speeds if next_step else self.speeds
+        if not table:
             return 0.0
         busy = max(1, busy)
-        if busy in self.speeds:
-            return self.speeds[busy]
-        level = min(self.speeds, key=lambda k: (abs(k - busy), -k))
-        return self.speeds[level] * min(1.0, level / busy)
+        if busy in table:
+            return table[busy]
+        level = min(table, key=lambda k: (abs(k - busy), -k))
+        return table[level] * min(1.0, level / busy)
 
     def snapshot(self) -> dict[str, float]:
         out = asdict(self)
-        del out["first_chunk_s"], out["speeds"], out["by_load"]
+        del out["first_chunk_s"], out["speeds"], out["next_speeds"], out["measures"], out["by_load"]
         return out
 
 
@@ -412,10 +421,11 @@ class StreamingEngine:
                 kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
                 items = iter(backend.synthesize(job.text, voice, **kwargs))
                 try:
-                    more = 1.0
+                    more, opens = 1.0, True
                     while more:
                         audio, more, grant = await self._step(job, items, key, urgent, None if first else clock.due,
-                                                              backend, held)
+                                                              backend, held, later=not opens)
+                        opens = False
                         job.queue.put_nowait((audio, more))
                         first = False
                         follows = more or job is not jobs[-1]
@@ -439,10 +449,11 @@ class StreamingEngine:
 
     async def _step(self, job: _Job, items: Iterator[Any], key: Hashable, urgent: bool,
                     due: Callable[[], float] | None, backend: Backend,
-                    held: Grant | None) -> tuple[np.ndarray, float, Grant]:
+                    held: Grant | None, *, later: bool = False) -> tuple[np.ndarray, float, Grant]:
         """The next item of `items` made on a pool thread in a slot of its own (`held`, kept from the step before, or
         one asked for): its audio, the audio seconds the next brings (0: none follows; also when the generator ended
-        without saying so) and the slot, still held (the caller frees or keeps it)."""
+        without saying so) and the slot, still held (the caller frees or keeps it). `later`: not its segment's first
+        item (its speed is also a later step's: EngineCounters.next_speeds)."""
         loop = asyncio.get_running_loop()
         self._recent_keys[key] = loop.time()
         job.grant = held or await self.scheduler.acquire(key, urgent=urgent, due=due)
@@ -463,7 +474,7 @@ class StreamingEngine:
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if self.trace is not None:
             self.trace("synthesized", key, job.index)
-        self.counters.made(took, len(audio) / backend.info.sample_rate, busy)
+        self.counters.made(took, len(audio) / backend.info.sample_rate, busy, later_step=later)
         self.counters.first_chunk(took)
         self._load.notify()
         return audio, float(more), grant
@@ -634,6 +645,7 @@ class StreamingEngine:
             running=stats.running,
             waiting_others=sum(n for k, n in stats.waiting.items() if k != key),
             audio_per_second=c.speed(busy),
+            next_per_second=c.speed(busy, next_step=True),
             other_keys=len(competing - {key}),
             per_key=per_key,
         )

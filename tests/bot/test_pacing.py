@@ -45,7 +45,7 @@ def simulate(pacer: Pacer, audio_s: float, chars: int, rate: float) -> tuple[flo
     return start, dry
 
 
-KOKORO_WINDOWS = (0.8, 1.2, 1.8, 2.0)  # what engine/backends/kokoro.py declares (BackendInfo.units)
+KOKORO_WINDOWS = (0.5, 0.5, 0.6625, 0.875, 1.1625, 1.55, 2.0)  # what kokoro/backend.py declares (BackendInfo.units)
 
 
 @pytest.mark.parametrize("units", [(BURST_S,), KOKORO_WINDOWS], ids=["sentences", "windows"])
@@ -65,7 +65,7 @@ def test_a_fast_engine_starts_at_the_first_sentence_and_a_slow_one_waits():
     assert fast == pytest.approx(2.0 / 10.0)  # the first sentence
     assert slow > 20.0  # at half real time most of it is made first
     windows = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
-    assert simulate(windows, 20.0, int(20 / 0.07), rate=2.2)[0] == pytest.approx(0.8 / 2.2)  # the first window
+    assert simulate(windows, 20.0, int(20 / 0.07), rate=2.2)[0] == pytest.approx(0.5 / 2.2)  # the first window
 
 
 def test_length_estimates_are_learned_from_what_was_spoken():
@@ -109,8 +109,24 @@ def test_catch_up_speed_rises_with_the_backlog_within_the_setting():
 
 def test_the_next_unit_the_engine_names_is_what_the_hold_covers():
     pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
-    first = Progress(chars=50, produced_s=0.5, next_s=0.75)  # a first window made, 60 frames next
-    assert pacer.buffer_needed(first, rate=1.9) == pytest.approx(UNIT_MARGIN * 0.75 / 1.9)
-    assert pacer.may_start(first, 0.5, rate=1.9)  # the first window covers making the second: play it now
-    unknown = Progress(chars=50, produced_s=0.5)  # without it, the schedule's second unit (1.2 s) is assumed
-    assert not pacer.may_start(unknown, 0.5, rate=1.9)
+    first = Progress(chars=50, produced_s=0.8, next_s=1.2)  # a 64-frame first window made, 96 frames next
+    assert pacer.buffer_needed(first, rate=1.9) == pytest.approx(UNIT_MARGIN * 1.2 / 1.9)
+    assert not pacer.may_start(first, 0.7, rate=1.9)  # 0.7 s does not last while the 1.2 s window is made
+    unknown = Progress(chars=50, produced_s=0.8)  # without it, the schedule's smaller units are assumed
+    assert pacer.may_start(unknown, 0.7, rate=1.9)
+    alone = Progress(chars=50, produced_s=0.5, next_s=0.5)  # alone: 40 frames, then 40 more
+    assert pacer.may_start(alone, 0.5, rate=1.9)  # the first window covers making the second: play it now
+
+
+def test_the_next_window_of_a_run_under_way_is_priced_at_a_later_steps_speed():
+    pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
+    first = Progress(chars=60, produced_s=0.36, next_s=0.5)  # a first window made (its lead cut), 40 frames next
+    # at the blend of all steps (a run's first makes its features too) the hold waits for the next window ...
+    assert not pacer.may_start(first, 0.36, rate=1.5)
+    # ... which, a later step, is made faster: the first window covers it
+    assert pacer.may_start(first, 0.36, rate=1.5, next_rate=2.3)
+    need = pacer.buffer_needed(first, rate=1.5, next_rate=2.3)
+    assert need == pytest.approx(max(UNIT_MARGIN * 0.5 / 2.3, 0.5 / 2.3 + UNIT_MARGIN * 0.6625 / 1.5 - 0.5,
+                                     0.5 / 2.3 + 0.6625 / 1.5 + UNIT_MARGIN * 0.875 / 1.5 - 1.1625), rel=1e-6)
+    ended = Progress(chars=60, produced_s=0.36)  # no next unit named: all of it at the blend
+    assert pacer.buffer_needed(ended, 1.5, 2.3) == pacer.buffer_needed(ended, 1.5)

@@ -26,6 +26,11 @@ def test_windows_cover_the_run_in_order_none_short(n: int, first: int) -> None:
     assert all(s >= first for s in sizes[:-1])
 
 
+def test_the_first_size_repeats_before_growing() -> None:
+    assert [b - a for a, b in windows(400, 40, repeat=2, growth=4 / 3)][:4] == [40, 40, 53, 70]
+    assert [b - a for a, b in windows(400, 40)][:3] == [40, 60, 90]
+
+
 @pytest.mark.parametrize("n", [40, 300, 900])
 def test_windows_of_one_signal_stitch_back_to_it(n: int) -> None:
     """Windows that render the same audio where they overlap (a whole run would) join into exactly that audio."""

@@ -405,3 +405,22 @@ def test_speed_is_taken_at_the_load_it_was_measured_at() -> None:
     counters.made(1.0, 1.0, busy=2)
     assert counters.speed(2) == 1.0 and counters.speed(1) == 3.0
     assert counters.speed(4) == 0.5
+
+
+def test_the_first_measures_are_averaged_then_the_newest_weighs_most() -> None:
+    counters = EngineCounters()
+    counters.made(1.0, 0.5, busy=1)  # a cold first window
+    for _ in range(4):
+        counters.made(1.0, 2.0, busy=1)
+    assert counters.speed(1) == pytest.approx((0.5 + 4 * 2.0) / 5)  # not 0.5 carried at a tenth per window
+    for _ in range(100):
+        counters.made(1.0, 3.0, busy=1)
+    assert counters.speed(1) == pytest.approx(3.0, abs=1e-3)
+
+
+def test_a_runs_later_steps_have_their_own_speed_and_count_in_the_blend() -> None:
+    counters = EngineCounters()
+    counters.made(1.0, 1.0, busy=1)  # a run's first step: its features and first window
+    assert counters.speed(1, next_step=True) == 0.0
+    counters.made(1.0, 3.0, busy=1, later_step=True)
+    assert counters.speed(1, next_step=True) == 3.0 and counters.speed(1) == 2.0

@@ -29,13 +29,14 @@ class Player:
 
     def __init__(self, guild_id: int, call: GuildCall, driver: VoiceDriver, pacer: Pacer, *,
                  rate: Callable[[Request], float], load_changed: Callable[[], Awaitable[None]],
-                 e2ee_wait_s: float) -> None:
+                 e2ee_wait_s: float, next_rate: Callable[[Request], float] | None = None) -> None:
         self.guild_id = guild_id
         self.call = call  # its connection, and the track whose turn it is (set here while an utterance plays)
         self.connection = call.connection
         self.driver = driver
         self.pacer = pacer  # learns each played utterance's length
         self.rate = rate  # this guild's share of the engine for a request, now
+        self.next_rate = next_rate or rate  # ... for the next step of a run under way (no features to make first)
         self.load_changed = load_changed  # returns when the engine's load (and so `rate`) changes next
         self.e2ee_wait_s = e2ee_wait_s
         self.underruns = 0
@@ -69,10 +70,10 @@ class Player:
         share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
         held = time.monotonic()
         while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
-            progress, rate = utt.progress(), self.rate(utt.request)
-            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate):  # or all of it is made
+            progress, rate, next_rate = utt.progress(), self.rate(utt.request), self.next_rate(utt.request)
+            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate, next_rate):  # or all of it is made
                 break
-            need = self.pacer.buffer_needed(progress, rate)
+            need = self.pacer.buffer_needed(progress, rate, next_rate)
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
             # looked at again when more audio is made or the engine's load (and so this guild's share) changes

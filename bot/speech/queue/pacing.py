@@ -66,22 +66,25 @@ class Pacer:
             return 0.0
         return max(self.length(p) * LENGTH_MARGIN - p.produced_s, min(self.units[0], self.length(p)))
 
-    def buffer_needed(self, p: Progress, rate: float) -> float:
-        """Seconds of audio to hold before playing so the rest keeps ahead of the player at `rate`.
+    def buffer_needed(self, p: Progress, rate: float, next_rate: float = 0.0) -> float:
+        """Seconds of audio to hold before playing so the rest keeps ahead of the player at `rate` (the unit the engine
+        names as next at `next_rate` when given: the next window of a run under way has no features to make first).
 
-        The rest R comes in units (self.units, after those already made) at r audio seconds per second: the player
-        never runs dry when, for each unit k, what was in hand B plus the units before it last until it is made:
-        B >= C_k (1/r - 1) + m c_k / r (c_k its audio, C_k the audio of the units before it, m UNIT_MARGIN). inf:
-        synthesize it all first."""
+        The rest R comes in units (self.units, after those already made), unit j at r_j audio seconds per second: the
+        player never runs dry when, for each unit k, what was in hand B plus the units before it last until it is
+        made: B >= T_k + m c_k / r_k - C_k (c_k its audio, C_k the audio of the units before it and T_k their making,
+        m UNIT_MARGIN). inf: synthesize it all first."""
         rest = self.rest(p)
         if rest <= 0:
             return 0.0
         if rate <= 0:
             return math.inf
-        need, before = 0.0, 0.0
-        for unit in self._units_after(p, rest):
-            need = max(need, before * (1.0 / rate - 1.0) + UNIT_MARGIN * unit / rate)
+        need, before, making = 0.0, 0.0, 0.0
+        for k, unit in enumerate(self._units_after(p, rest)):
+            r = next_rate if k == 0 and p.next_s > 0 and next_rate > 0 else rate
+            need = max(need, making + UNIT_MARGIN * unit / r - before)
             before += unit
+            making += unit / r
         return need
 
     def _units_after(self, p: Progress, rest: float) -> list[float]:
@@ -110,9 +113,10 @@ class Pacer:
             rest -= piece
         return out
 
-    def may_start(self, p: Progress, buffered_s: float, rate: float) -> bool:
-        """Whether an utterance with `buffered_s` in hand may start playing at `rate`: all of it made, or enough."""
-        return p.finished or buffered_s >= self.buffer_needed(p, rate)
+    def may_start(self, p: Progress, buffered_s: float, rate: float, next_rate: float = 0.0) -> bool:
+        """Whether an utterance with `buffered_s` in hand may start playing at `rate` (its next unit at `next_rate`):
+        all of it made, or enough."""
+        return p.finished or buffered_s >= self.buffer_needed(p, rate, next_rate)
 
     def wait(self, ahead: Iterable[Progress], own: Progress, rate: float,
              synthesized_first: Iterable[Progress] | None = None) -> float:

@@ -50,7 +50,7 @@ class GuildSpeaker:
         self.on_utterance = on_utterance
         self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
         self.player = Player(guild_id, call, self.driver, self.pacer, rate=self.rate,
-                             load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s)
+                             load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s, next_rate=self.next_rate)
         self._queue = SpeechQueue(queue_max)
         self.ahead = Lookahead(guild_id, engine, self._queue, self.pacer, rate=self.rate, stale=self._stale,
                                depth=lookahead, per_guild=per_guild, buffer_frames=buffer_frames, catch_up=catch_up)
@@ -86,6 +86,10 @@ class GuildSpeaker:
         """Audio seconds per second of synthesis this guild gets now for `request` (its share of the engine)."""
         urgent = request is not None and request.urgent
         return self.engine.capacity(self.guild_id, urgent=urgent).share()  # 0: not measured yet
+
+    def next_rate(self, request: Request) -> float:
+        """The same for the next step of a run under way (Capacity.share(next_step=True))."""
+        return self.engine.capacity(self.guild_id, urgent=request.urgent).share(next_step=True)
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""

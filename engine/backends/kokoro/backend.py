@@ -68,7 +68,12 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # 4 s windows with the shared arena).
 LEARNING_WINDOW = 320  # frames (4 s) of the windows that teach a voice's statistics (whole runs up to 6 s)
 FIRST = 64  # frames (0.8 s) of the first window when the statistics are learned and other inferences run
-FIRST_ALONE = 40  # ... and when none does (the first word sooner; the next window is made at the whole CPU's speed)
+FIRST_ALONE = 40  # ... and when none does (the first word sooner; the next window is made at the whole CPU's speed),
+# twice, then growing 4/3 (ALONE_GROWTH), not 1.5x: a 60-frame second window, and windows growing 1.5x, took longer to
+# make than what the windows before leave in hand plays at 1.5 audio seconds per second (a 2-core AVX2 host), so the
+# player held a sentence's first chunk for the next windows (e2e bench's TTFA breakdown; docs/decisions/
+# 2026-12-06-sentences-and-windows.md). Under load runs keep 1.5x: smaller windows there made first windows wait.
+ALONE_REPEAT, ALONE_GROWTH = 2, 4 / 3
 # Each run starts with ~0.35 s of silence (the model's duration for its leading pad token): it is cut to LEAD_S before
 # the first 10 ms over SOUND_RMS, so the first word is heard that much sooner. Cut from the audio, not from the
 # vocoder's input: vocoding the run without those frames saved 10% of its time but raised PocketSphinx's word errors
@@ -256,7 +261,8 @@ class KokoroModel:
         if given is None:  # normalized by their own statistics: long windows (short ones cost words)
             spans = windows(n, LEARNING_WINDOW, LEARNING_WINDOW)
         else:
-            spans = [(start + a, start + b) for a, b in windows(end - start, FIRST_ALONE if self.idle() else FIRST)]
+            first, repeat, growth = (FIRST_ALONE, ALONE_REPEAT, ALONE_GROWTH) if self.idle() else (FIRST, 1, 1.5)
+            spans = [(start + a, start + b) for a, b in windows(end - start, first, repeat=repeat, growth=growth)]
         phases = self.start_phases(f0) if len(spans) > 1 or start else None
         stitcher = Stitcher(end)
         corrector = ShapeStream(shape, f0) if shape is not None and shape.corrects else None
@@ -341,7 +347,8 @@ class KokoroBackend(BackendDefaults):
             stock=tuple(stock_voice(n) for n in voices if pack_language(n)),
             sentence_chars=SENTENCE_CHARS,
             steps=True,
-            units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6]),
+            units=tuple((b - a) * HOP / SAMPLE_RATE
+                        for a, b in windows(10 * WINDOW, FIRST_ALONE, repeat=ALONE_REPEAT, growth=ALONE_GROWTH)[:7]),
             reads=("piper",),  # a voice registered under Piper speaks (through Piper) until it is fitted again
             features=(kokoro_voice.STYLE_KIND,),
         )

@@ -17,14 +17,16 @@ CROSSFADE = 2400  # samples (0.1 s) over which two windows are cross-faded (20 m
 RAMP = 12_000  # samples (0.5 s) over which a window's level eases from the one before's back to its own
 
 
-def windows(n: int, first: int = WINDOW, most: int = WINDOW) -> list[tuple[int, int]]:
-    """The frames [a, b) each vocoder window of an n-frame run contributes: the first `first` frames, each next 1.5x
-    the one before up to `most`, the last up to 1.5x its size (so none is short); the whole run when it is at most
-    1.5x `first`. They bound the vocoder's memory and let a sentence play while it is made."""
+def windows(n: int, first: int = WINDOW, most: int = WINDOW, repeat: int = 1,
+            growth: float = 1.5) -> list[tuple[int, int]]:
+    """The frames [a, b) each vocoder window of an n-frame run contributes: `repeat` windows of `first` frames, each
+    next `growth` times the one before up to `most`, the last up to 1.5x its size (so none is short); the whole run
+    when it is at most 1.5x `first`. They bound the vocoder's memory and let a sentence play while it is made."""
     cuts, size = [0], first
     while n - cuts[-1] > size * 3 // 2:
         cuts.append(cuts[-1] + size)
-        size = min(most, size * 3 // 2)
+        if len(cuts) > repeat:
+            size = min(most, int(size * growth))
     return list(zip(cuts, [*cuts[1:], n]))
 
 
