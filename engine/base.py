@@ -109,6 +109,9 @@ class BackendInfo:
     # audio seconds each unit of a stream arrives in, in order, the last repeating (the pacer holds enough to cover
     # making the next): Piper's are sentences (about 2 s), Kokoro's its vocoder windows growing
     units: tuple[float, ...] = (2.0,)
+    # other schedules a stream may follow (Kokoro's run started alone: smaller windows first); `units` is the one the
+    # pacer assumes until the engine names a next unit one of these holds
+    alt_units: tuple[tuple[float, ...], ...] = ()
     # other backends whose stored features this one reads (a voice registered under them speaks until it is fitted
     # again for this one): a voice whose blob is of a kind not in `features` is spoken by the first of them that
     # speaks it (engine/catalog.py)
@@ -249,9 +252,11 @@ class Capacity:
 
     def share(self, *, next_step: bool = False) -> float:
         """Audio seconds per second this key can expect while the others stay busy (fair round-robin); `next_step`:
-        for the next step of a run under way."""
+        for the next step of a run under way, at a later step's speed while no other key competes (else it may wait
+        for a slot behind theirs: the blend)."""
         slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
-        speed = self.next_per_second if next_step and self.next_per_second > 0 else self.audio_per_second
+        later = next_step and self.next_per_second > 0 and not self.other_keys
+        speed = self.next_per_second if later else self.audio_per_second
         return speed * slots_for_me
 
 

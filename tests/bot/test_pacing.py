@@ -45,7 +45,8 @@ def simulate(pacer: Pacer, audio_s: float, chars: int, rate: float) -> tuple[flo
     return start, dry
 
 
-KOKORO_WINDOWS = (0.5, 0.5, 0.6625, 0.875, 1.1625, 1.55, 2.0)  # what kokoro/backend.py declares (BackendInfo.units)
+KOKORO_WINDOWS = (0.8, 1.2, 1.8, 2.0)  # what kokoro/backend.py declares (BackendInfo.units) ...
+KOKORO_ALONE = ((0.5, 0.5, 0.6625, 0.875, 1.1625, 1.55, 2.0),)  # ... and for a run started alone (alt_units)
 
 
 @pytest.mark.parametrize("units", [(BURST_S,), KOKORO_WINDOWS], ids=["sentences", "windows"])
@@ -65,7 +66,7 @@ def test_a_fast_engine_starts_at_the_first_sentence_and_a_slow_one_waits():
     assert fast == pytest.approx(2.0 / 10.0)  # the first sentence
     assert slow > 20.0  # at half real time most of it is made first
     windows = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
-    assert simulate(windows, 20.0, int(20 / 0.07), rate=2.2)[0] == pytest.approx(0.5 / 2.2)  # the first window
+    assert simulate(windows, 20.0, int(20 / 0.07), rate=2.2)[0] == pytest.approx(0.8 / 2.2)  # the first window
 
 
 def test_length_estimates_are_learned_from_what_was_spoken():
@@ -107,19 +108,23 @@ def test_catch_up_speed_rises_with_the_backlog_within_the_setting():
     assert catch_up_speed(600.0, 1.0) == 1.0 == catch_up_speed(600.0, 0.5)  # off, and never slower
 
 
-def test_the_next_unit_the_engine_names_is_what_the_hold_covers():
-    pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
-    first = Progress(chars=50, produced_s=0.8, next_s=1.2)  # a 64-frame first window made, 96 frames next
-    assert pacer.buffer_needed(first, rate=1.9) == pytest.approx(UNIT_MARGIN * 1.2 / 1.9)
-    assert not pacer.may_start(first, 0.7, rate=1.9)  # 0.7 s does not last while the 1.2 s window is made
-    unknown = Progress(chars=50, produced_s=0.8)  # without it, the schedule's smaller units are assumed
-    assert pacer.may_start(unknown, 0.7, rate=1.9)
-    alone = Progress(chars=50, produced_s=0.5, next_s=0.5)  # alone: 40 frames, then 40 more
-    assert pacer.may_start(alone, 0.5, rate=1.9)  # the first window covers making the second: play it now
+def test_the_next_unit_the_engine_names_is_what_the_hold_covers_and_its_schedule_goes_on():
+    pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS, alt_units=KOKORO_ALONE)
+    first = Progress(chars=50, produced_s=0.5, next_s=0.75)  # (a next unit no schedule holds: `units` on)
+    assert pacer.buffer_needed(first, rate=1.9) == pytest.approx(UNIT_MARGIN * 0.75 / 1.9)
+    assert pacer.may_start(first, 0.5, rate=1.9)  # the first window covers making the second: play it now
+    unknown = Progress(chars=50, produced_s=0.5)  # without it, the schedule's second unit (1.2 s) is assumed
+    assert not pacer.may_start(unknown, 0.5, rate=1.9)
+    # a run started alone names its second 40 frames: the alone schedule goes on from there (53, 70 ... frames), not
+    # the loaded one's 1.2 s windows
+    alone = Progress(chars=50, produced_s=0.36, next_s=0.5)
+    assert pacer._after(0.5)[:2] == [0.6625, 0.875] and pacer._after(1.2)[:2] == [1.8, 2.0]
+    assert pacer.may_start(alone, 0.36, rate=2.0)
+    assert not Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS).may_start(alone, 0.36, rate=2.0)
 
 
 def test_the_next_window_of_a_run_under_way_is_priced_at_a_later_steps_speed():
-    pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS)
+    pacer = Pacer(seconds_per_char=0.07, units=KOKORO_WINDOWS, alt_units=KOKORO_ALONE)
     first = Progress(chars=60, produced_s=0.36, next_s=0.5)  # a first window made (its lead cut), 40 frames next
     # at the blend of all steps (a run's first makes its features too) the hold waits for the next window ...
     assert not pacer.may_start(first, 0.36, rate=1.5)

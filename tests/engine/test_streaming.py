@@ -424,3 +424,12 @@ def test_a_runs_later_steps_have_their_own_speed_and_count_in_the_blend() -> Non
     assert counters.speed(1, next_step=True) == 0.0
     counters.made(1.0, 3.0, busy=1, later_step=True)
     assert counters.speed(1, next_step=True) == 3.0 and counters.speed(1) == 2.0
+
+
+def test_the_next_step_is_priced_at_a_later_steps_speed_only_while_no_other_key_competes() -> None:
+    from engine.base import Capacity
+
+    alone = Capacity(slots=2, running=1, waiting_others=0, audio_per_second=1.5, next_per_second=2.0)
+    assert alone.share() == 1.5 and alone.share(next_step=True) == 2.0
+    shared = Capacity(slots=2, running=2, waiting_others=1, audio_per_second=1.2, other_keys=2, next_per_second=1.6)
+    assert shared.share(next_step=True) == shared.share() == pytest.approx(1.2 * 2 / 3)

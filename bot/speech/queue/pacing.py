@@ -41,11 +41,13 @@ class Pacer:
 
     One per bot (SpeechService owns it); speakers ask it when to start and what a wait will be."""
 
-    def __init__(self, seconds_per_char: float = 0.07, units: tuple[float, ...] = (BURST_S,)) -> None:
+    def __init__(self, seconds_per_char: float = 0.07, units: tuple[float, ...] = (BURST_S,),
+                 alt_units: tuple[tuple[float, ...], ...] = ()) -> None:
         self.seconds_per_char = seconds_per_char  # at speed 1, learned from every utterance played
         # audio seconds each unit of a stream brings at once, in order, the last repeating (BackendInfo.units: Piper
         # a sentence, Kokoro its windows growing)
         self.units = units
+        self.alt_units = alt_units  # other schedules, followed from a next unit they hold (BackendInfo.alt_units)
 
     def learn(self, chars: int, speed: float, audio_s: float) -> None:
         """Fold a finished utterance's real length into the estimate."""
@@ -89,10 +91,10 @@ class Pacer:
 
     def _units_after(self, p: Progress, rest: float) -> list[float]:
         """The audio of each unit still to come, until `rest` is covered: the next as the engine says and the schedule
-        on from there, else the schedule after what was made."""
+        on from there (the first schedule holding that unit, its last place; else `units` from its first unit as
+        long), else the schedule after what was made."""
         if p.next_s > 0:
-            k = next((i for i, u in enumerate(self.units) if u >= p.next_s - 1e-6), len(self.units) - 1)
-            later = [*self.units[k + 1:]] or [self.units[-1]]
+            later = self._after(p.next_s)
             out = [min(rest, p.next_s)]
             rest -= out[0]
             while rest > 1e-9:
@@ -112,6 +114,15 @@ class Pacer:
             out.append(piece)
             rest -= piece
         return out
+
+    def _after(self, next_s: float) -> list[float]:
+        """The units a schedule brings after its unit of `next_s` audio seconds."""
+        for units in (self.units, *self.alt_units):
+            held = [i for i, u in enumerate(units) if abs(u - next_s) < 1e-6]
+            if held:
+                return [*units[held[-1] + 1:]] or [units[-1]]
+        k = next((i for i, u in enumerate(self.units) if u >= next_s - 1e-6), len(self.units) - 1)
+        return [*self.units[k + 1:]] or [self.units[-1]]
 
     def may_start(self, p: Progress, buffered_s: float, rate: float, next_rate: float = 0.0) -> bool:
         """Whether an utterance with `buffered_s` in hand may start playing at `rate` (its next unit at `next_rate`):

@@ -347,8 +347,9 @@ class KokoroBackend(BackendDefaults):
             stock=tuple(stock_voice(n) for n in voices if pack_language(n)),
             sentence_chars=SENTENCE_CHARS,
             steps=True,
-            units=tuple((b - a) * HOP / SAMPLE_RATE
-                        for a, b in windows(10 * WINDOW, FIRST_ALONE, repeat=ALONE_REPEAT, growth=ALONE_GROWTH)[:7]),
+            units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6]),
+            alt_units=(tuple((b - a) * HOP / SAMPLE_RATE for a, b in
+                             windows(10 * WINDOW, FIRST_ALONE, repeat=ALONE_REPEAT, growth=ALONE_GROWTH)[:7]),),
             reads=("piper",),  # a voice registered under Piper speaks (through Piper) until it is fitted again
             features=(kokoro_voice.STYLE_KIND,),
         )
