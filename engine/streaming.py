@@ -92,15 +92,19 @@ class EngineCounters:
         self.audio_seconds += audio_seconds
         if slot_seconds > 0 and audio_seconds > 0:
             speed, level = audio_seconds / slot_seconds, max(1, round(busy))
-            for later, table in ((False, self.speeds), (True, self.next_speeds))[:2 if later_step else 1]:
-                # the mean of the first ones, then a moving average: a slow first measure (a cold cache, a session's
-                # arena growing) is not carried for dozens of windows
-                n = self.measures[later, level] = self.measures.get((later, level), 0) + 1
-                old = table.get(level, speed)
-                table[level] = old + max(SPEED_WEIGHT, 1.0 / n) * (speed - old)
+            self._average(self.speeds, False, level, speed)
+            if later_step:
+                self._average(self.next_speeds, True, level, speed)
             totals = self.by_load.setdefault(level, [0.0, 0.0])
             totals[0] += audio_seconds
             totals[1] += slot_seconds
+
+    def _average(self, table: dict[int, float], later: bool, level: int, speed: float) -> None:
+        """Fold `speed` into `table[level]`: the mean of the first measures, then a moving average (a slow first
+        measure, a cold cache or a session's arena growing, is not carried for dozens of windows)."""
+        n = self.measures[later, level] = self.measures.get((later, level), 0) + 1
+        old = table.get(level, speed)
+        table[level] = old + max(SPEED_WEIGHT, 1.0 / n) * (speed - old)
 
     def speed(self, busy: int, *, next_step: bool = False) -> float:
         """Audio seconds per slot-second with `busy` slots busy (`next_step`: of runs' later steps, else of all): as
