@@ -61,7 +61,7 @@ from engine.bench import _stream_times  # noqa: E402
 from engine.settings import EngineSettings  # noqa: E402
 from engine.streaming import StreamingEngine  # noqa: E402
 from engine.voices import embedding  # noqa: E402
-from engine.voices.fit import MATCHING_MODES, PARTS  # noqa: E402
+from engine.voices.parts import MATCHING_MODES, PARTS  # noqa: E402
 from engine.voices.registration import Registration, register_clip, synthesize_default  # noqa: E402
 
 FIT_TEXT = (

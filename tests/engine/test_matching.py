@@ -16,7 +16,8 @@ from engine.backends.piper.backend import PiperBackend
 from engine.base import Voice, VoiceProfile
 from engine.voices import embedding, envelope
 from engine.voices.clip import CLIP_RATE, load_clip
-from engine.voices.fit import MATCHING_MODES, calibrate, estimate_profile, speaking_rate
+from engine.voices.fit import calibrate, estimate_profile, speaking_rate
+from engine.voices.parts import MATCHING_MODES
 from engine.voices.pitch import track_f0
 from engine.voices.profile import MatchProfile, ProfileError, profile_for
 from engine.voices.registration import synthesize_default

@@ -32,6 +32,7 @@ import numpy as np
 
 from engine.base import EngineError, Progress
 from engine.voices import embedding
+from engine.voices.parts import SHIPPED_PARTS
 from engine.voices.pitch import track_f0
 
 if TYPE_CHECKING:  # engine.voices.profile and fit (scipy, pyworld: ~80 MB): imported when a voice is read or fitted
@@ -212,7 +213,7 @@ class StyleFit:
         try:
             calibration = fit.calibrate(lambda text: (self.render(text, rows), RATE))
             match = fit.estimate_profile(self.audio, RATE, calibration=calibration,
-                                         reference_embedding=self.clip.embedding, parts=fit.SHIPPED_PARTS)
+                                         reference_embedding=self.clip.embedding, parts=SHIPPED_PARTS)
         except EngineError as exc:  # no voice heard in the render or the clip: the style as it renders
             log.info("no correction for this style: %s", exc)
             return best

@@ -119,7 +119,7 @@ class PiperBackend(BackendDefaults):
         except ImportError as exc:
             raise BackendUnavailable("Piper is not installed: pip install piper-tts") from exc
         self.settings = settings or PiperSettings()
-        from engine.voices.fit import MATCHING_MODES
+        from engine.voices.parts import MATCHING_MODES
 
         if self.settings.matching not in MATCHING_MODES:
             raise EngineError(f"engine.piper.matching must be one of {', '.join(sorted(MATCHING_MODES))}, "
@@ -272,7 +272,8 @@ class PiperBackend(BackendDefaults):
                          progress: Progress | None = None) -> bytes | None:
         """The voice-matching profile (engine.voices.fit) that moves this voice toward the clip's speaker."""
         from engine.voices.envelope import speech_seconds
-        from engine.voices.fit import CALIBRATION_TEXT, MATCHING_MODES, calibrate, estimate_profile, speaking_rate
+        from engine.voices.fit import CALIBRATION_TEXT, calibrate, estimate_profile, speaking_rate
+        from engine.voices.parts import MATCHING_MODES
         from engine.voices.registration import synthesize_default
 
         with self._calibration_lock:  # the default voice is analysed once per backend
