@@ -14,7 +14,7 @@ import pytest
 
 from bot.storage.database import upgrade
 from sandbox import env as sandbox_env
-from tests.e2e.test_voices import FIT, espeak_clip
+from tests.e2e.test_voices import FIT, REGISTRATION_S, espeak_clip
 
 pytestmark = pytest.mark.e2e
 RUNNER = Path(__file__).with_name("crash_bot.py")
@@ -124,7 +124,7 @@ async def test_kill_during_registration_leaves_no_half_written_voice(sb, demo, t
         bot = await BotProcess.start(sb, db, log, CRASH_ON_SQL="INSERT INTO voice_features")
         procs.append(bot)
         it, press = await start_registration(sb, demo, "robot", clip)
-        assert await bot.wait_dead(90) == -signal.SIGKILL
+        assert await bot.wait_dead(REGISTRATION_S) == -signal.SIGKILL
         assert "Registered" not in seen(it, press)
         state = db_state(db)
         assert_consistent(state)
@@ -136,7 +136,7 @@ async def test_kill_during_registration_leaves_no_half_written_voice(sb, demo, t
         procs.append(bot)
         it, press = await start_registration(sb, demo, "robot", clip)     # the name is free again
         result = await it.wait(lambda _: (it.final_text() or "").startswith(("Registered", "Not registered"))
-                               and it.final_text(), timeout=90, what="the registration result")
+                               and it.final_text(), timeout=REGISTRATION_S, what="the registration result")
         assert result.startswith("Registered 'robot'"), result
         it, press = await start_registration(sb, demo, "second", clip)
         await press.wait(lambda p: "Registering" in seen(it, p), timeout=20, what="Registering")

@@ -122,7 +122,7 @@ async def test_stock_voices_are_listed_chosen_per_user_and_per_server_and_previe
 async def test_a_registered_voice_shows_its_progress_and_sounds_like_its_speaker(sb, demo, kokoro_bot):
     clip = piper_clip()
     it, press = await register(sb, demo.alice, demo.general, "mine", clip)
-    result = await final_edit(it, press, timeout=240)
+    result = await final_edit(it, press)
     assert result.startswith("Registered 'mine'"), result
     shown = [r.content for r in it.edits]  # what each edit sent (the message itself shows only the latest)
     assert any(t and t.startswith("Preparing your voice 'mine': ") and t.endswith("%") for t in shown), shown

@@ -48,7 +48,7 @@ async def test_speak_in_their_voice_needs_the_authors_consent(sb, demo, bot):
     demo.guild.add_member(bob)
     clip = espeak_clip()
     it, press = await register(sb, bob, demo.general, "robot", clip)
-    assert (await final_edit(it, press, timeout=120)).startswith("Registered 'robot'")
+    assert (await final_edit(it, press)).startswith("Registered 'robot'")
     it = await sb.slash(bob, demo.general, "voice use", name="robot")
     assert "now spoken in 'robot'" in await it.wait_text(timeout=20)
     robot_id = (await bot.prefs.user(bob.id)).active_voice_id

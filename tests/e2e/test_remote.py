@@ -123,7 +123,7 @@ async def test_voice_registered_through_a_remote_backend_reaches_the_server_and_
             try:
                 clip = espeak_clip()
                 it, press = await register(sb, demo.alice, demo.general, "robot", clip)
-                result = await final_edit(it, press, timeout=120)
+                result = await final_edit(it, press)
                 assert result.startswith("Registered 'robot'"), result
                 assert len(store) == 1  # the clip reached the engine server
                 default_pcm = await speak_and_capture(sb, demo, SPOKEN)

@@ -13,7 +13,7 @@ async def test_voice_preview_speaks_names_and_a_link_not_raw_markup(sb, demo, bo
     bob = sb.user("bob")
     demo.guild.add_member(bob)
     it, press = await register(sb, demo.alice, demo.general, "robot", espeak_clip())
-    assert (await final_edit(it, press, timeout=120)).startswith("Registered 'robot'")
+    assert (await final_edit(it, press)).startswith("Registered 'robot'")
     it = await sb.slash(demo.alice, demo.general, "join")
     assert (await it.wait_text(timeout=30)).startswith("Joined")
     spoken: list[str] = []
@@ -33,7 +33,7 @@ async def test_voice_preview_speaks_names_and_a_link_not_raw_markup(sb, demo, bo
 async def test_voice_preview_respects_the_queue_bound(sb, demo, bot):
     await bot.prefs.update_guild(demo.guild.id, max_queue=1)
     it, press = await register(sb, demo.alice, demo.general, "robot", espeak_clip())
-    assert (await final_edit(it, press, timeout=120)).startswith("Registered 'robot'")
+    assert (await final_edit(it, press)).startswith("Registered 'robot'")
     it = await sb.slash(demo.alice, demo.general, "say", text="A long sentence to keep the queue busy. " * 4)
     assert (await it.wait_text(timeout=30)) == "Speaking."
     it = await sb.slash(demo.alice, demo.general, "say", text="The one that waits.")

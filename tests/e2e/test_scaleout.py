@@ -100,7 +100,7 @@ async def test_two_bot_processes_and_two_engine_servers_behind_nginx(pg_url, tmp
             # a voice registered through bot A (nginx sends it to server 0) is heard in that voice through both
             await nginx.only(0)
             it, press = await register(sb, rooms[0].user, rooms[0].text, "robot", clip)
-            assert (await final_edit(it, press, timeout=180)).startswith("Registered 'robot'")
+            assert (await final_edit(it, press)).startswith("Registered 'robot'")
             registered = await servers[0].voice_ids()
             assert len(registered) == 1 and await servers[1].voice_ids() == set()
             default = await _say(sb, rooms[0], SPOKEN)

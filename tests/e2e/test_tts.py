@@ -62,7 +62,7 @@ async def test_tts_bad_input_is_told_and_sends_no_file(sb, demo, bot):
 async def test_tts_in_a_registered_voice_and_preview_as_a_file_when_not_connected(sb, demo, bot):
     clip = espeak_clip()
     it, press = await register(sb, demo.alice, demo.general, "robot", clip)
-    assert (await final_edit(it, press, timeout=120)).startswith("Registered 'robot'")
+    assert (await final_edit(it, press)).startswith("Registered 'robot'")
     ref, rate = sf.read(io.BytesIO(clip), dtype="float32")
 
     ref16 = embedding.embed(soxr.resample(ref, rate, 16_000).astype(np.float32))
