@@ -83,9 +83,10 @@ LEAD_S, SOUND_RMS = 0.05, 1e-3
 # silence between 10 ms frames over SOUND_RMS: en 0.34-0.47 s inside a run against 0.42-0.46 s after a run's last
 # sound plus the next's lead; ja 0.53-0.55 vs 0.67-0.70 plus; zh 0.11-0.13 vs 0.74-0.79 plus). So a run's end is cut
 # to its language's pause inside a run less the next run's LEAD_S after its last sound (CLAUSE_PAUSE_S when a sentence
-# over MAX_TOKENS goes on in another run): bench/e2e.py's kokoro_sentence_pause_vs_one_run.
-SENTENCE_PAUSE_S = {"en": 0.35, "ja": 0.5, "zh": 0.11}
-OTHER_PAUSE_S = 0.35  # languages not measured: as English
+# over MAX_TOKENS goes on in another run), each language's the shortest measured inside a run, so that no pause
+# between two runs is longer than the same sentences would have in one: bench/e2e.py's kokoro_sentence_pause_vs_one_run.
+SENTENCE_PAUSE_S = {"en": 0.34, "ja": 0.5, "zh": 0.11}
+OTHER_PAUSE_S = SENTENCE_PAUSE_S["en"]  # languages not measured: as English
 CLAUSE_PAUSE_S = 0.2
 # Kokoro reads at most MAX_TOKENS phonemes at once: a sentence longer than this many characters' worth (about as many
 # phonemes in English; engine/segment.py's split_sentences) is cut at its last clause mark before it, and a run
