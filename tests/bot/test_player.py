@@ -11,7 +11,7 @@ from bot.speech.playback.player import Player
 from bot.speech.playback.source import StreamingSource
 from bot.speech.queue.pacing import Pacer
 from bot.speech.queue.utterance import Outcome, Request, Utterance
-from engine.base import FRAME_BYTES, AudioChunk
+from engine.base import FRAME_BYTES, AudioChunk, Capacity
 from tests.sinks import FakeSink
 
 
@@ -36,6 +36,11 @@ async def never_changes() -> None:
     await asyncio.sleep(3600)
 
 
+def ample(_request: Request) -> Capacity:
+    """An idle engine ten times faster than speech."""
+    return Capacity(slots=1, running=0, waiting_others=0, audio_per_second=10.0)
+
+
 async def play(conn: FakeConnection, *, skipped: bool = False, frames: int = 25) -> tuple[Outcome | None, Utterance,
                                                                                          list[str], Pacer]:
     told: list[str] = []
@@ -43,7 +48,7 @@ async def play(conn: FakeConnection, *, skipped: bool = False, frames: int = 25)
     async def notify(message: str) -> None:
         told.append(message)
     driver, pacer = VoiceDriver(), Pacer()
-    player = Player(1, GuildCall(conn), driver, pacer, rate=lambda _r: 10.0,  # type: ignore[arg-type]
+    player = Player(1, GuildCall(conn), driver, pacer, capacity=ample,  # type: ignore[arg-type]
                     load_changed=never_changes, e2ee_wait_s=0.5)
     utt = Utterance(Request("A sentence long enough to learn from.", notify=notify), skipped=skipped)
     utt.source = StreamingSource(100)

@@ -15,7 +15,7 @@ from bot.speech.queue.pacing import Pacer
 from bot.speech.queue.queue_policy import SpeechQueue
 from bot.speech.queue.utterance import TRANSITIONS, Outcome, Request, Stage, Utterance, finish
 from tests.bot.test_lookahead import FakeEngine, lookahead
-from tests.bot.test_player import FakeConnection, never_changes
+from tests.bot.test_player import FakeConnection, ample, never_changes
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_a_say_is_queued_synthesized_held_waits_for_e2ee_plays_and_ends(moves, c
         q.current = q.pop()
         lookahead(q, FakeEngine(), []).start()
         player = Player(1, GuildCall(FakeConnection()), driver, Pacer(),  # type: ignore[arg-type]
-                        rate=lambda _r: 10.0, load_changed=never_changes, e2ee_wait_s=0.5)
+                        capacity=ample, load_changed=never_changes, e2ee_wait_s=0.5)
         try:
             outcome = await asyncio.wait_for(player.play(utt), 10.0)
         finally:

@@ -16,7 +16,7 @@ from bot.speech.playback.source import StreamingSource
 from bot.speech.playback.track_handle import TrackHandle
 from bot.speech.queue.pacing import FRAME_S, Pacer
 from bot.speech.queue.utterance import Outcome, Request, Stage, Utterance
-from engine.base import EngineError
+from engine.base import Capacity, EngineError
 
 log = logging.getLogger(__name__)
 FIRST_AUDIO_TIMEOUT_S = 60.0
@@ -28,15 +28,14 @@ class Player:
     """Plays a guild's utterances, one at a time, through its VoiceConnection and the process's voice driver."""
 
     def __init__(self, guild_id: int, call: GuildCall, driver: VoiceDriver, pacer: Pacer, *,
-                 rate: Callable[[Request], float], load_changed: Callable[[], Awaitable[None]],
-                 e2ee_wait_s: float, next_rate: Callable[[Request], float] | None = None) -> None:
+                 capacity: Callable[[Request], Capacity], load_changed: Callable[[], Awaitable[None]],
+                 e2ee_wait_s: float) -> None:
         self.guild_id = guild_id
         self.call = call  # its connection, and the track whose turn it is (set here while an utterance plays)
         self.connection = call.connection
         self.driver = driver
         self.pacer = pacer  # learns each played utterance's length
-        self.rate = rate  # this guild's share of the engine for a request, now
-        self.next_rate = next_rate or rate  # ... for the next step of a run under way (no features to make first)
+        self.capacity = capacity  # the engine's load as this guild sees it for a request, now (its share: `rate`)
         self.load_changed = load_changed  # returns when the engine's load (and so `rate`) changes next
         self.e2ee_wait_s = e2ee_wait_s
         self.underruns = 0
@@ -70,7 +69,9 @@ class Player:
         share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
         held = time.monotonic()
         while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
-            progress, rate, next_rate = utt.progress(), self.rate(utt.request), self.next_rate(utt.request)
+            progress, capacity = utt.progress(), self.capacity(utt.request)
+            # the next window of a run under way has no features to make first: priced at a later step's speed
+            rate, next_rate = capacity.share(), capacity.share(next_step=True)
             if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate, next_rate):  # or all of it is made
                 break
             need = self.pacer.buffer_needed(progress, rate, next_rate)

@@ -17,7 +17,7 @@ from bot.speech.queue.lookahead import Lookahead
 from bot.speech.queue.pacing import Pacer
 from bot.speech.queue.queue_policy import SpeechQueue
 from bot.speech.queue.utterance import Outcome, Request, Utterance, finish
-from engine.base import FRAME_BYTES, Engine
+from engine.base import FRAME_BYTES, Capacity, Engine
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ class GuildSpeaker:
         self.pacer = pacer or Pacer()
         self.on_utterance = on_utterance
         self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
-        self.player = Player(guild_id, call, self.driver, self.pacer, rate=self.rate,
-                             load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s, next_rate=self.next_rate)
+        self.player = Player(guild_id, call, self.driver, self.pacer, capacity=self.capacity,
+                             load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s)
         self._queue = SpeechQueue(queue_max)
         self.ahead = Lookahead(guild_id, engine, self._queue, self.pacer, rate=self.rate, stale=self._stale,
                                depth=lookahead, per_guild=per_guild, buffer_frames=buffer_frames, catch_up=catch_up)
@@ -82,14 +82,13 @@ class GuildSpeaker:
     def pending(self) -> list[Utterance]:
         return list(self._queue)
 
+    def capacity(self, request: Request | None = None) -> Capacity:
+        """The engine's load as this guild sees it now for `request`."""
+        return self.engine.capacity(self.guild_id, urgent=request is not None and request.urgent)
+
     def rate(self, request: Request | None = None) -> float:
         """Audio seconds per second of synthesis this guild gets now for `request` (its share of the engine)."""
-        urgent = request is not None and request.urgent
-        return self.engine.capacity(self.guild_id, urgent=urgent).share()  # 0: not measured yet
-
-    def next_rate(self, request: Request) -> float:
-        """The same for the next step of a run under way (Capacity.share(next_step=True))."""
-        return self.engine.capacity(self.guild_id, urgent=request.urgent).share(next_step=True)
+        return self.capacity(request).share()  # 0: not measured yet
 
     def position(self, utt: Utterance) -> int:
         """0 while playing, 1.. while waiting, -1 when gone."""
