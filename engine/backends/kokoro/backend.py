@@ -321,7 +321,7 @@ class KokoroBackend(BackendDefaults):
             raise BackendUnavailable("onnxruntime is not installed") from exc
         self.settings = settings or KokoroSettings()
         self.workers = max(1, workers)
-        self.model = KokoroModel(self.settings, at_once or kokoro_tuning.concurrency(EngineSettings(workers=workers)))
+        self.model = KokoroModel(self.settings, at_once or self.workers)  # inferences at once: the engine's slots
         missing = sorted(set(DEFAULT_VOICES.values()) - set(self.model.packs))
         if missing:
             raise BackendUnavailable(f"Kokoro's voice packs {', '.join(missing)} are missing: "
