@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 _END = object()  # a job's queue sentinel: the segment is complete
 SPEED_WEIGHT = 0.1  # weight of the newest segment in the moving average of synthesis speed
 RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as competing for the engine
+# a stream is the engine's alone when no other key asked for a slot for this long: a stepping backend may then follow
+# its schedule for an idle engine (BackendInfo.alt_units: Kokoro's smaller first windows). At the load bench's 0.7x
+# (an item every ~2 s) a gap of 5 s was common and those runs ran dry when the next guild came (113 underrun frames
+# per 100 utterances on a 2-core EPYC, against 0 with the loaded schedule: 2026-12-06-sentences-and-windows.md)
+ALONE_S = 30.0
 SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it) ...
 LEAD_PER_FIRST_CHUNK = 2.0  # ... plus this many times the engine's recent time from a slot to a segment's first
 # chunk (Kokoro's ~1-3 s where Piper's is ~0.1 s: with a fixed lead its later segments came too late under load)
@@ -220,10 +225,10 @@ def _is_async(backend: Backend | AsyncBackend) -> bool:
     return isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
 
 
-def _takes_cancel(backend: Backend) -> bool:
-    """Whether the backend's synthesize takes cancel= (see CancelToken)."""
+def takes_kwarg(backend: Backend, name: str) -> bool:
+    """Whether the backend's synthesize takes `name`= (cancel: a CancelToken; alone: the engine is its stream's)."""
     params = inspect.signature(backend.synthesize).parameters
-    return "cancel" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 class StreamingEngine:
@@ -422,7 +427,9 @@ class StreamingEngine:
         first, held = True, None
         try:
             for job in jobs:
-                kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
+                kwargs: dict[str, Any] = {"cancel": job.token} if takes_kwarg(backend, "cancel") else {}
+                if takes_kwarg(backend, "alone"):
+                    kwargs["alone"] = not self._keys_since(ALONE_S) - {key}
                 items = iter(backend.synthesize(job.text, voice, **kwargs))
                 try:
                     more, opens = 1.0, True
@@ -512,7 +519,7 @@ class StreamingEngine:
 
     async def _run_blocking(self, job: _Job, backend: Backend, voice: Voice, deadline: float) -> int:
         loop = asyncio.get_running_loop()
-        kwargs = {"cancel": job.token} if _takes_cancel(backend) else {}
+        kwargs = {"cancel": job.token} if takes_kwarg(backend, "cancel") else {}
         run = _PinnedSegment(backend, job, voice, kwargs, loop)
         cf = self._pool.submit(run)
         job.inflight = cf
@@ -657,12 +664,13 @@ class StreamingEngine:
     def _keys_since(self, seconds: float) -> set[Hashable]:
         """Keys that asked for a slot in the last `seconds` (older ones are forgotten here; the load changes
         when the first of the rest ages out)."""
-        horizon = asyncio.get_running_loop().time() - seconds
-        for k in [k for k, t in self._recent_keys.items() if t < horizon]:
+        now = asyncio.get_running_loop().time()
+        for k in [k for k, t in self._recent_keys.items() if t < now - max(seconds, ALONE_S)]:
             del self._recent_keys[k]
-        if self._recent_keys:
-            self._load.notify_later(min(self._recent_keys.values()) - horizon)
-        return set(self._recent_keys)
+        recent = [t for t in self._recent_keys.values() if t >= now - seconds]
+        if recent:
+            self._load.notify_later(min(recent) - (now - seconds))
+        return {k for k, t in self._recent_keys.items() if t >= now - seconds}
 
     async def capacity_changed(self) -> None:
         await self._load.wait()

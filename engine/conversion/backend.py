@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.base import Backend, BackendDefaults, BackendUnavailable, CancelToken, EngineError, Progress, Voice
 from engine.conversion.model import Converter
-from engine.streaming import _takes_cancel
+from engine.streaming import takes_kwarg
 from engine.voices.registration import synthesize_default
 
 # Rendered by the backend's own voice once at load: its speaker embedding is the source of every conversion.
@@ -33,7 +33,7 @@ class ConvertedBackend(BackendDefaults):
             inner.info, name=f"{inner.info.name}+converter", version=f"{inner.info.version}; {converter.version}",
             clones=True,
         )
-        self._cancel_kw = _takes_cancel(inner)
+        self._cancel_kw = takes_kwarg(inner, "cancel")
         audio, self._rate = synthesize_default(inner, SOURCE_TEXT)
         try:
             self.source = converter.embed(audio, self._rate)

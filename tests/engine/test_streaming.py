@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import numpy as np
 import pytest
 
+from engine import streaming
 from engine.base import (
     FRAME_BYTES,
     BackendDefaults,
@@ -340,6 +341,34 @@ class FakeWindowBackend(FakeToneBackend):
             time.sleep(self.delay)
             self.made.append((text, k, time.monotonic()))
             yield (0.3 * np.sin(2 * np.pi * 200 * np.arange(RATE // 2) / RATE)).astype(np.float32), k < self.windows - 1
+
+
+class FakeAloneBackend(FakeWindowBackend):
+    """Records the `alone` the engine gives each run."""
+
+    def __init__(self) -> None:
+        super().__init__(windows=2, delay=0.0)
+        self.alone: list[bool] = []
+
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None,  # type: ignore[override]
+                   alone: bool = True) -> Iterator[np.ndarray]:
+        self.alone.append(alone)
+        return super().synthesize(text, voice, cancel=cancel)
+
+
+async def test_a_run_is_alone_until_another_key_used_the_engine_within_alone_s(monkeypatch) -> None:
+    backend = FakeAloneBackend()
+    engine = StreamingEngine(backend, _settings())
+    try:
+        await _collect(engine, "First words.", key="a")
+        await _collect(engine, "More words.", key="a")  # its own key again: still alone
+        await _collect(engine, "Other words.", key="b")  # "a" asked moments ago
+        monkeypatch.setattr(streaming, "ALONE_S", 0.05)
+        await asyncio.sleep(0.1)
+        await _collect(engine, "Later words.", key="a")  # "b" asked longer ago than ALONE_S
+    finally:
+        await engine.close()
+    assert backend.alone == [True, True, False, True]
 
 
 async def test_a_sentence_backend_gets_whole_sentences_and_one_slot_per_window() -> None:

@@ -242,10 +242,11 @@ class KokoroModel:
 
     def run(self, tokens: list[int], style: np.ndarray, speed: float, cancel: CancelToken | None,
             key: Hashable | None = None, shape: Shape | None = None,
-            pause_s: float = OTHER_PAUSE_S) -> Iterator[tuple[np.ndarray, float]]:
+            pause_s: float = OTHER_PAUSE_S, alone: bool = True) -> Iterator[tuple[np.ndarray, float]]:
         """Audio of one run of at most MAX_TOKENS tokens, float32 mono at 24 kHz, from LEAD_S before its first sound to
         `pause_s` less LEAD_S after its last (the pause before the next run's), one vocoder window per item
-        (windows.windows): from FIRST frames once the statistics of `key` (voice, language, pitch) are learned,
+        (windows.windows): from FIRST frames (FIRST_ALONE when `alone`, the engine's own lately, and no other
+        inference runs) once the statistics of `key` (voice, language, pitch) are learned,
         normalized by those alone, else from LEARNING_WINDOW frames, normalized by their own (which teach them).
         `shape` maps the F0 the vocoder is given and corrects the stitched audio as it comes (kokoro_shape.ShapeStream:
         a registered voice, a changed pitch).
@@ -262,7 +263,8 @@ class KokoroModel:
         if given is None:  # normalized by their own statistics: long windows (short ones cost words)
             spans = windows(n, LEARNING_WINDOW, LEARNING_WINDOW)
         else:
-            first, repeat, growth = (FIRST_ALONE, ALONE_REPEAT, ALONE_GROWTH) if self.idle() else (FIRST, 1, 1.5)
+            quiet = alone and self.idle()  # the engine its own lately, and no inference running now
+            first, repeat, growth = (FIRST_ALONE, ALONE_REPEAT, ALONE_GROWTH) if quiet else (FIRST, 1, 1.5)
             spans = [(start + a, start + b) for a, b in windows(end - start, first, repeat=repeat, growth=growth)]
         phases = self.start_phases(f0) if len(spans) > 1 or start else None
         stitcher = Stitcher(end)
@@ -450,12 +452,13 @@ class KokoroBackend(BackendDefaults):
             for _ in self.synthesize(text, Voice()):
                 pass
 
-    def synthesize(self, text: str, voice: Voice, *,
-                   cancel: CancelToken | None = None) -> Iterator[tuple[np.ndarray, float]]:
+    def synthesize(self, text: str, voice: Voice, *, cancel: CancelToken | None = None,
+                   alone: bool = True) -> Iterator[tuple[np.ndarray, float]]:
         """Yield float32 mono at 24 kHz, one vocoder window at a time with the next one's audio seconds
         (BackendInfo.steps: the engine gives each its own slot): the sentence in runs the model reads whole (one, but
         for a sentence over MAX_TOKENS phonemes). A registered voice and a changed pitch are shaped window by
-        window (kokoro_shape.Shape); the vocoder's statistics are learned per voice, language and pitch."""
+        window (kokoro_shape.Shape); the vocoder's statistics are learned per voice, language and pitch. `alone`: no
+        other stream used the engine lately (the smaller first windows of an idle engine; StreamingEngine's ALONE_S)."""
         if not MIN_SPEED <= voice.speed <= 4.0:
             raise EngineError(f"Speed must be between {MIN_SPEED} and 4.0.")
         match, who = None, ""  # who: what the vocoder's statistics are learned for (a pack or a fitted style)
@@ -474,7 +477,7 @@ class KokoroBackend(BackendDefaults):
         runs = list(token_runs(tokens, self.model))
         for r, run in enumerate(runs):
             pause = SENTENCE_PAUSE_S.get(language, OTHER_PAUSE_S) if r == len(runs) - 1 else CLAUSE_PAUSE_S
-            for audio, next_s in self.model.run(run, rows, speed, cancel, key, shape, pause / speed):
+            for audio, next_s in self.model.run(run, rows, speed, cancel, key, shape, pause / speed, alone):
                 if cancel is not None and cancel.cancelled:
                     return
                 yield audio, next_s or (FIRST * FRAME_S if r < len(runs) - 1 else 0.0)
