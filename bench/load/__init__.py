@@ -9,9 +9,9 @@ the sandbox's capture, each utterance's audio identified in the captured stream.
 Each run first measures the engine's capacity (audio seconds per wall second, the bot's own engine settings,
 concurrent streams of this load's phrases) and sizes the load from it. Then the bot is started in a
 subprocess exactly as production starts it (bench/_harness.py child: bot.startup.create_bot), so its memory
-and event-loop lag are its own. Each plan then calibrates: load at its factor (at most 1x) of that capacity for
-`calibrate_s`, while the bot's engine reports how fast it synthesizes with every slot busy (its speed measured
-window by window at each load) beside the bot's playback and the sandbox; the plan's load is sized from that
+and event-loop lag are its own. Each plan then calibrates: load at 1x of that capacity for `calibrate_s`
+(drive.CALIBRATE_FACTOR), while the bot's engine reports how fast it synthesizes with every slot busy (its speed
+measured window by window at each load) beside the bot's playback and the sandbox; the plan's load is sized from that
 capacity, and offered_vs_capacity is the speech offered over it (within 0.1 of the plan's factor). The under plan's
 goals are on the bot's own part of
 each wait (from when the item could have started, its channel free of earlier items, to its first heard
