@@ -425,11 +425,12 @@ class StreamingEngine:
         whose next is needy at once (clock.needy: it would go before every first one) keeps its slot for it, so a
         first window waiting cannot take the slot in between and leave speech that plays to run dry."""
         first, held = True, None
+        cancels, alone = takes_kwarg(backend, "cancel"), takes_kwarg(backend, "alone")
         try:
             for job in jobs:
-                kwargs: dict[str, Any] = {"cancel": job.token} if takes_kwarg(backend, "cancel") else {}
-                if takes_kwarg(backend, "alone"):
-                    kwargs["alone"] = not self._keys_since(ALONE_S) - {key}
+                kwargs: dict[str, Any] = {"cancel": job.token} if cancels else {}
+                if alone:  # no other key asked for a slot in the last ALONE_S
+                    kwargs["alone"] = not self._ages_within(ALONE_S).keys() - {key}
                 items = iter(backend.synthesize(job.text, voice, **kwargs))
                 try:
                     more, opens = 1.0, True
@@ -647,7 +648,7 @@ class StreamingEngine:
         if urgent:
             competing = set(stats.waiting_urgent)
         else:
-            competing = set(stats.waiting) | set(stats.running_per_key) | self._keys_since(RECENT_KEYS_S)
+            competing = set(stats.waiting) | set(stats.running_per_key) | self._recently_asked()
         # a slot's speed as measured with as many slots busy as there will be with this key's work added
         slots, per_key = self.scheduler.max_concurrency, self.scheduler.per_key_limit
         busy = min(slots, max(stats.running, len(competing | {key}) * per_key))
@@ -661,16 +662,19 @@ class StreamingEngine:
             per_key=per_key,
         )
 
-    def _keys_since(self, seconds: float) -> set[Hashable]:
-        """Keys that asked for a slot in the last `seconds` (older ones are forgotten here; the load changes
-        when the first of the rest ages out)."""
+    def _recently_asked(self) -> set[Hashable]:
+        """Keys that asked for a slot in the last RECENT_KEYS_S (the load changes when the first of them ages out)."""
+        ages = self._ages_within(RECENT_KEYS_S)
+        if ages:
+            self._load.notify_later(RECENT_KEYS_S - max(ages.values()))
+        return set(ages)
+
+    def _ages_within(self, seconds: float) -> dict[Hashable, float]:
+        """How long ago each key that asked for a slot in the last `seconds` did (older than ALONE_S: forgotten)."""
         now = asyncio.get_running_loop().time()
-        for k in [k for k, t in self._recent_keys.items() if t < now - max(seconds, ALONE_S)]:
+        for k in [k for k, t in self._recent_keys.items() if now - t > max(seconds, ALONE_S)]:
             del self._recent_keys[k]
-        recent = [t for t in self._recent_keys.values() if t >= now - seconds]
-        if recent:
-            self._load.notify_later(min(recent) - (now - seconds))
-        return {k for k, t in self._recent_keys.items() if t >= now - seconds}
+        return {k: now - t for k, t in self._recent_keys.items() if now - t <= seconds}
 
     async def capacity_changed(self) -> None:
         await self._load.wait()
