@@ -184,6 +184,9 @@ async def _child_main() -> int:
         "underruns": utt.source.underruns if utt.source is not None else 0, "audio_s": utt.audio_seconds,
         "held_s": utt.held_s, "message_id": utt.request.message_id, "author": utt.request.author_id,
         "created_at": utt.request.created_at, "catch_up": utt.speed_factor, "speed": utt.speed,
+        # when it entered each stage and its synthesis started, in seconds after it was asked for
+        "stages": {k: t - utt.request.created_at for k, t in utt.stage_at.items()},
+        "synth_started": utt.synth_started - utt.request.created_at if utt.synth_started is not None else None,
         # [start, frames] of each stretch the player played (more than one when it gave way to a /say): a bench
         # finds this audio in the sandbox's capture by when it started, and checks it was all there
         "spans": utt.stats.spans}) + "\n"))

@@ -86,3 +86,47 @@ def test_skipped_before_its_turn_sends_nothing() -> None:
     conn = FakeConnection()
     outcome, _, told, _ = asyncio.run(play(conn, skipped=True))
     assert outcome is Outcome.SKIPPED and conn.sink.sent == [] and told == []
+
+
+async def stalls_after(frames: int):
+    """A first chunk, then an engine that makes nothing more (an overloaded one)."""
+    if frames:
+        yield AudioChunk(b"\x10\x00" * (FRAME_BYTES // 2) * frames, 48_000, 2)
+    await asyncio.sleep(3600)
+    yield AudioChunk(b"", 48_000, 2, final=True)
+
+
+def slow(_request: Request) -> Capacity:
+    """An engine making a tenth of real time: the player holds a long utterance back."""
+    return Capacity(slots=1, running=1, waiting_others=3, audio_per_second=0.1)
+
+
+async def play_readout(first_frames: int) -> tuple[Outcome | None, FakeConnection, list[str]]:
+    conn, told = FakeConnection(), []
+
+    async def notify(message: str) -> None:
+        told.append(message)
+    driver = VoiceDriver()
+    player = Player(1, GuildCall(conn), driver, Pacer(), capacity=slow,  # type: ignore[arg-type]
+                    load_changed=never_changes, e2ee_wait_s=0.5)
+    request = Request("A readout message long enough to be held back for a while. " * 3, kind="readout",
+                      notify=notify)
+    request.start_by = request.created_at + 0.3
+    utt = Utterance(request)
+    utt.source = StreamingSource(500)
+    utt.source.start(stalls_after(first_frames))
+    try:
+        outcome = await asyncio.wait_for(player.play(utt), 10.0)
+    finally:
+        driver.close()
+    return outcome, conn, told
+
+
+def test_a_readout_whose_first_audio_comes_past_its_start_by_is_stale_and_never_sent() -> None:
+    outcome, conn, told = asyncio.run(play_readout(0))
+    assert outcome is Outcome.STALE and conn.sink.sent == [] and told == []  # counted into the catch-up notice
+
+
+def test_a_readout_held_back_past_its_start_by_is_stale_and_never_sent() -> None:
+    outcome, conn, told = asyncio.run(play_readout(5))
+    assert outcome is Outcome.STALE and conn.sink.sent == [] and told == []

@@ -66,9 +66,11 @@ class Player:
 
     async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
         """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
-        share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry."""
+        share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry. A readout
+        is held no later than its start_by (then it is overdue: stale)."""
         held = time.monotonic()
-        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
+        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)
+                   or utt.overdue(time.monotonic())):
             progress, capacity = utt.progress(), self.capacity(utt.request)
             # the next window of a run under way has no features to make first: priced at a later step's speed
             rate, next_rate = capacity.share(), capacity.share(next_step=True)
@@ -78,7 +80,7 @@ class Player:
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
             # looked at again when more audio is made or the engine's load (and so this guild's share) changes
-            await first_of(src.wait_buffered(want), self.load_changed())
+            await first_of(src.wait_buffered(want, _until_start_by(utt)), self.load_changed())
         utt.held_s = time.monotonic() - held
 
     async def play(self, utt: Utterance) -> Outcome | None:
@@ -95,9 +97,11 @@ class Player:
         src = handle.source
         src.resume()
         try:
-            await src.wait_started(FIRST_AUDIO_TIMEOUT_S)
+            await src.wait_started(min(FIRST_AUDIO_TIMEOUT_S, _until_start_by(utt)))
         except TimeoutError:
             src.close()
+            if utt.overdue(time.monotonic()):
+                return Outcome.STALE
             return await self.fail(utt, "Speech took too long to start; please try again.")
         if utt.skipped:
             return Outcome.SKIPPED
@@ -111,6 +115,9 @@ class Player:
         await self._hold(utt, src)
         if utt.skipped:
             return Outcome.SKIPPED
+        if utt.overdue(time.monotonic()):  # readout still not heard past its start_by: skipped to catch up
+            src.close()
+            return Outcome.STALE
         if self._yields(src):  # ... or while it was held back to keep ahead of the player
             return None
         if not await self.connection.ensure():
@@ -169,3 +176,9 @@ class Player:
             return await self.fail(utt, "The voice connection dropped while speaking; the rest was cut off.")
         self.pacer.learn(len(utt.request.text), utt.speed, utt.audio_seconds)
         return Outcome.PLAYED
+
+
+def _until_start_by(utt: Utterance) -> float:
+    """Seconds until `utt`'s start_by (a little past it, so that it is overdue then); inf without one."""
+    start_by = utt.request.start_by
+    return float("inf") if start_by is None else max(0.0, start_by - time.monotonic()) + 0.001

@@ -94,13 +94,12 @@ class SpeechQueue:
         return list(self._waiting)[:n]
 
     def next_due(self) -> tuple[Utterance | None, list[Utterance]]:
-        """Take the next utterance whose turn it is, and those passed over on the way: readout whose turn came past
-        its start_by (one that gave way mid-way is never stale: the channel heard its start)."""
+        """Take the next utterance whose turn it is, and those passed over on the way: overdue readout (its turn came
+        past its start_by; one that gave way mid-way is never stale: the channel heard its start)."""
         stale: list[Utterance] = []
         while self._waiting:
             utt = self._waiting.popleft()
-            start_by = utt.request.start_by
-            if start_by is None or time.monotonic() <= start_by or (utt.source and utt.source.frames_read):
+            if not utt.overdue(time.monotonic()):
                 return utt, stale
             stale.append(utt)
         return None, stale
@@ -114,7 +113,7 @@ class SpeechQueue:
         for utt in list(self._waiting):
             start_by = utt.request.start_by
             late = start_by is not None and utt.source is None and before and (
-                now > start_by or now + pacer.wait([u.progress() for u in before], utt.progress(), rate) > start_by)
+                utt.overdue(now) or now + pacer.wait([u.progress() for u in before], utt.progress(), rate) > start_by)
             if late:
                 self._waiting.remove(utt)
                 dropped.append(utt)

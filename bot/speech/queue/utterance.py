@@ -103,6 +103,12 @@ class Utterance:
     expected_wait: float = 0.0  # when queued: seconds until it should start playing
     stats: PlayStats = field(default_factory=PlayStats)  # when its frames were sent (the driver's thread counts)
     stage: Stage = Stage.QUEUED
+    stage_at: dict[str, float] = field(default_factory=dict)  # when it last entered each stage (monotonic)
+
+    def overdue(self, now: float) -> bool:
+        """Stale: readout not heard yet (not a word: one that gave way mid-way goes on) whose start_by has passed."""
+        start_by = self.request.start_by
+        return start_by is not None and now > start_by and not (self.source is not None and self.source.frames_read)
 
     def enter(self, stage: Stage) -> None:
         """Move to `stage` (TRANSITIONS); a move the table does not allow is logged as the bug it is, and made."""
@@ -110,6 +116,7 @@ class Utterance:
             log.error("request %s: %s -> %s is not a transition of an utterance", self.request.request_id,
                       self.stage.value, stage.value)
         self.stage = stage
+        self.stage_at[stage.value] = time.monotonic()
 
     @property
     def speed(self) -> float:
