@@ -4,6 +4,7 @@ an utterance ends (played, skipped, no call, E2EE never ready), who is told, and
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from bot.speech.call import GuildCall
 from bot.speech.playback.driver import VoiceDriver
@@ -44,20 +45,31 @@ def ample(_request: Request) -> Capacity:
 async def play(conn: FakeConnection, *, skipped: bool = False, frames: int = 25) -> tuple[Outcome | None, Utterance,
                                                                                          list[str], Pacer]:
     told: list[str] = []
+    utt = Utterance(Request("A sentence long enough to learn from.", notify=telling(told)), skipped=skipped)
+    pacer = Pacer()
+    outcome = await play_in(conn, utt, speech(frames), ample, pacer)
+    return outcome, utt, told, pacer
 
+
+def telling(told: list[str]) -> Callable[[str], Awaitable[None]]:
+    """An author's notify that keeps what they were told in `told`."""
     async def notify(message: str) -> None:
         told.append(message)
-    driver, pacer = VoiceDriver(), Pacer()
-    player = Player(1, GuildCall(conn), driver, pacer, capacity=ample,  # type: ignore[arg-type]
+    return notify
+
+
+async def play_in(conn: FakeConnection, utt: Utterance, chunks: AsyncIterator[AudioChunk],
+                  capacity: Callable[[Request], Capacity], pacer: Pacer) -> Outcome | None:
+    """Play `utt`, made of `chunks`, through a Player and the real voice driver at the engine load `capacity`."""
+    driver = VoiceDriver()
+    player = Player(1, GuildCall(conn), driver, pacer, capacity=capacity,  # type: ignore[arg-type]
                     load_changed=never_changes, e2ee_wait_s=0.5)
-    utt = Utterance(Request("A sentence long enough to learn from.", notify=notify), skipped=skipped)
-    utt.source = StreamingSource(100)
-    utt.source.start(speech(frames))
+    utt.source = StreamingSource(500)
+    utt.source.start(chunks)
     try:
-        outcome = await asyncio.wait_for(player.play(utt), 10.0)
+        return await asyncio.wait_for(player.play(utt), 10.0)
     finally:
         driver.close()
-    return outcome, utt, told, pacer
 
 
 def test_an_utterance_plays_every_frame_and_the_pacer_learns_its_length() -> None:
@@ -103,22 +115,10 @@ def slow(_request: Request) -> Capacity:
 
 async def play_readout(first_frames: int) -> tuple[Outcome | None, FakeConnection, list[str]]:
     conn, told = FakeConnection(), []
-
-    async def notify(message: str) -> None:
-        told.append(message)
-    driver = VoiceDriver()
-    player = Player(1, GuildCall(conn), driver, Pacer(), capacity=slow,  # type: ignore[arg-type]
-                    load_changed=never_changes, e2ee_wait_s=0.5)
     request = Request("A readout message long enough to be held back for a while. " * 3, kind="readout",
-                      notify=notify)
+                      notify=telling(told))
     request.start_by = request.created_at + 0.3
-    utt = Utterance(request)
-    utt.source = StreamingSource(500)
-    utt.source.start(stalls_after(first_frames))
-    try:
-        outcome = await asyncio.wait_for(player.play(utt), 10.0)
-    finally:
-        driver.close()
+    outcome = await play_in(conn, Utterance(request), stalls_after(first_frames), slow, Pacer())
     return outcome, conn, told
 
 
