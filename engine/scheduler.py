@@ -48,7 +48,8 @@ class Scheduler:
     Waiters of one key are served in order. Among keys, the waiter due first goes first: a plain waiter is
     due when it arrived, or when its key was last served if that is later (so keys take turns and one busy
     key cannot starve the others); a waiter with `due` (a callable, monotonic seconds, asked at each grant)
-    is due then: a later segment of speech that is playing, due shortly before its audio in hand runs out.
+    is due then: a later segment of speech that is playing, due shortly before its audio in hand runs out (a
+    `due` that says None has no deadline now, and waits like a plain waiter: speech nobody hears yet).
     Urgent waiters have a level of their own, served first (the bot's /say before channel readout), except an
     urgent waiter with a deadline still ahead (a later segment with audio in hand), which waits its turn by
     that deadline among the others, and a waiter of either level whose deadline has come goes first. A
@@ -71,7 +72,8 @@ class Scheduler:
 
     # -- public ---------------------------------------------------------------------------------
 
-    async def acquire(self, key: Hashable, *, urgent: bool = False, due: Callable[[], float] | None = None) -> Grant:
+    async def acquire(self, key: Hashable, *, urgent: bool = False,
+                      due: Callable[[], float | None] | None = None) -> Grant:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Grant] = loop.create_future()
         level = self._levels[0 if urgent else 1]
@@ -171,8 +173,8 @@ class Scheduler:
                     if self._running.get(key, 0) >= self.per_key_limit:
                         continue
                     waiter = queue[0]
-                    due = level.due(key, waiter)
-                    first = (level is self._levels[0] and waiter.due is None) or (waiter.due is not None and due <= now)
+                    due, deadline = level.due(key, waiter)
+                    first = (level is self._levels[0] and not deadline) or (deadline and due <= now)
                     at = (0 if first else 1, due, waiter.seq)
                     if at < best_at:
                         best, best_at = (level, key), at
@@ -203,7 +205,7 @@ class _Waiter:
 
     __slots__ = ("fut", "due", "arrived", "seq")
 
-    def __init__(self, fut: asyncio.Future[Grant], due: Callable[[], float] | None) -> None:
+    def __init__(self, fut: asyncio.Future[Grant], due: Callable[[], float | None] | None) -> None:
         self.fut = fut
         self.due = due
         self.arrived = time.monotonic()
@@ -219,7 +221,9 @@ class _Level:
         self.queues: dict[Hashable, deque[_Waiter]] = {}
         self.served: dict[Hashable, float] = {}
 
-    def due(self, key: Hashable, waiter: _Waiter) -> float:
-        if waiter.due is not None:
-            return waiter.due()
-        return max(waiter.arrived, self.served.get(key, -math.inf))
+    def due(self, key: Hashable, waiter: _Waiter) -> tuple[float, bool]:
+        """When `waiter` is due, and whether by a deadline of its own (its `due` says one now: speech being heard)."""
+        at = waiter.due() if waiter.due is not None else None
+        if at is not None:
+            return at, True
+        return max(waiter.arrived, self.served.get(key, -math.inf)), False

@@ -148,37 +148,54 @@ class _Job:
 
 
 class _AudioClock:
-    """When one stream's audio in hand runs out if it plays from its first chunk on: later segments are due a
-    little before that (the scheduler serves the one due first)."""
+    """When one stream's audio in hand runs out while it is heard (from its first chunk on, unless the listener says
+    how much it heard: `heard`): later segments are due a little before that (the scheduler serves the one due
+    first); one nobody hears yet (held back until enough is made, or paused) has no deadline and waits its turn."""
 
-    __slots__ = ("first", "made_s", "lead")
+    __slots__ = ("first", "made_s", "lead", "heard")
 
-    def __init__(self, lead: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(self, lead: Callable[[], float] = lambda: 0.0,
+                 heard: Callable[[], float | None] | None = None) -> None:
         self.first: float | None = None  # monotonic time of the first audio handed out
         self.made_s = 0.0
         self.lead = lead  # seconds a segment needs beyond SEGMENT_LEAD_S before its first audio (the engine's measure)
+        self.heard = heard  # the listener's: audio seconds heard, None while nobody hears it (Engine.stream)
 
     def add(self, seconds: float) -> None:
         if self.first is None:
             self.first = time.monotonic()
         self.made_s += seconds
 
+    def _runs_dry(self) -> float | None:
+        """Monotonic time the audio handed out runs out; None while nobody hears it."""
+        if self.heard is None:
+            assert self.first is not None
+            return self.first + self.made_s
+        heard = self.heard()
+        return None if heard is None else time.monotonic() + max(0.0, self.made_s - heard)
+
     def in_hand(self, coming_s: float = 0.0) -> float:
-        """Seconds of audio handed out and not yet played (if it plays from its first chunk on), with `coming_s`."""
-        return coming_s + (max(0.0, self.first + self.made_s - time.monotonic()) if self.first is not None else 0.0)
+        """Seconds of audio handed out and not yet heard, with `coming_s` (inf while nobody hears it)."""
+        if self.first is None:
+            return coming_s
+        runs_dry = self._runs_dry()
+        return math.inf if runs_dry is None else coming_s + max(0.0, runs_dry - time.monotonic())
 
     def needy(self, coming_s: float = 0.0) -> bool:
         """Whether the audio in hand (with `coming_s` more about to be handed out) runs out within NEEDY_S plus the
         lead: the next segment then goes before every first one."""
         return self.in_hand(coming_s) < NEEDY_S + self.lead()
 
-    def due(self) -> float:
-        """Monotonic time the next segment is due (inf before any audio: the first segment is still coming). One
-        whose audio in hand runs out within NEEDY_S is due ahead of every waiter without a deadline (a playing
-        utterance must not run dry behind new ones' first segments when the engine is overloaded)."""
+    def due(self) -> float | None:
+        """Monotonic time the next segment is due (inf before any audio: the first segment is still coming; None
+        while nobody hears it: no deadline, it waits its turn). One whose audio in hand runs out within NEEDY_S is
+        due ahead of every waiter without a deadline (a playing utterance must not run dry behind new ones' first
+        segments when the engine is overloaded)."""
         if self.first is None:
             return math.inf
-        runs_dry = self.first + self.made_s
+        runs_dry = self._runs_dry()
+        if runs_dry is None:
+            return None
         lead = SEGMENT_LEAD_S + self.lead()
         if self.needy():
             return runs_dry - lead - AHEAD_OF_ALL_S
@@ -319,6 +336,7 @@ class StreamingEngine:
         rate: int = DISCORD_RATE,
         channels: int = DISCORD_CHANNELS,
         urgent: bool = False,
+        heard: Callable[[], float | None] | None = None,
     ) -> AsyncGenerator[AudioChunk, None]:
         if self._closed:
             raise EngineError("The speech engine is shut down.")
@@ -334,7 +352,7 @@ class StreamingEngine:
         jobs = [_Job(i, s) for i, s in enumerate(segments)]
         self.counters.utterances += 1
         done = False
-        clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s)
+        clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s, heard)
         bytes_per_s = rate * channels * 2
         stepped = backend.info.steps and not _is_async(backend)
         steps: asyncio.Task[None] | None = None
@@ -383,7 +401,7 @@ class StreamingEngine:
                     self.counters.cancelled += 1
 
     async def _produce(self, job: _Job, backend: Backend | AsyncBackend, voice: Voice, key: Hashable,
-                       urgent: bool, due: Callable[[], float] | None) -> None:
+                       urgent: bool, due: Callable[[], float | None] | None) -> None:
         """One segment in one slot: a blocking backend's on one pool thread (_PinnedSegment), an async one's on the
         loop."""
         loop = asyncio.get_running_loop()
@@ -460,7 +478,7 @@ class StreamingEngine:
         self._load.notify()
 
     async def _step(self, job: _Job, items: Iterator[Any], key: Hashable, urgent: bool,
-                    due: Callable[[], float] | None, backend: Backend,
+                    due: Callable[[], float | None] | None, backend: Backend,
                     held: Grant | None, *, later: bool = False) -> tuple[np.ndarray, float, Grant]:
         """The next item of `items` made on a pool thread in a slot of its own (`held`, kept from the step before, or
         one asked for): its audio, the audio seconds the next brings (0: none follows; also when the generator ended

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from bot.speech.queue.lookahead import Lookahead
 from bot.speech.queue.pacing import Pacer
@@ -20,7 +20,8 @@ class FakeEngine:
     def __init__(self) -> None:
         self.asked: list[tuple[str, float, bool]] = []
 
-    async def stream(self, text: str, voice: Voice, *, key: int, urgent: bool = False) -> AsyncIterator[AudioChunk]:
+    async def stream(self, text: str, voice: Voice, *, key: int, urgent: bool = False,
+                     heard: Callable[[], float | None] | None = None) -> AsyncIterator[AudioChunk]:
         self.asked.append((text, voice.speed, urgent))
         yield AudioChunk(bytes(FRAME_BYTES * 10), 48_000, 2, final=True)
 

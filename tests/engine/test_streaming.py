@@ -102,8 +102,8 @@ def _settings(**kw: object) -> EngineSettings:
     return EngineSettings(**base)  # type: ignore[arg-type]
 
 
-async def _collect(engine: StreamingEngine, text: str, key: object = "k", voice: Voice = Voice()) -> list:
-    return [c async for c in engine.stream(text, voice, key=key)]
+async def _collect(engine: StreamingEngine, text: str, key: object = "k", voice: Voice = Voice(), **kw) -> list:
+    return [c async for c in engine.stream(text, voice, key=key, **kw)]
 
 
 SIX_SENTENCES = " ".join(f"Sentence number {n} is here." for n in range(6))
@@ -405,6 +405,27 @@ async def test_a_long_sentences_later_windows_let_another_guilds_first_window_go
     order = [text for text, _, _ in backend.made]
     assert order.index("B first.") <= 2  # at most the window running when b asked, then b's own
     assert order.count("A long sentence.") == 8
+
+
+async def test_a_stream_nobody_hears_yet_takes_turns_with_another_guilds_first_window(monkeypatch) -> None:
+    """One slot, and a heard stream always short of audio (NEEDY_S huge): guild a's sentence of 8 windows, heard
+    from its first chunk on, keeps the slot for every window before b's first; held back unheard (the player
+    waits for more), its windows have no deadline and b's first window goes in turn."""
+    monkeypatch.setattr(streaming, "NEEDY_S", 1e6)
+    b_at = {}
+    for name, heard in (("heard", lambda: 0.0), ("unheard", lambda: None)):
+        backend = FakeWindowBackend(windows=8, delay=0.05)
+        engine = StreamingEngine(backend, _settings(workers=1, max_concurrency=1))
+        try:
+            a = asyncio.create_task(_collect(engine, "A long sentence.", key="a", heard=heard))
+            while not backend.made:
+                await asyncio.sleep(0.005)
+            await _collect(engine, "B first.", key="b")
+            await a
+        finally:
+            await engine.close()
+        b_at[name] = [text for text, _, _ in backend.made].index("B first.")
+    assert b_at == {"heard": 8, "unheard": b_at["unheard"]} and b_at["unheard"] <= 2
 
 
 async def test_a_cancelled_utterance_stops_at_its_next_window() -> None:

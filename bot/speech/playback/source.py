@@ -95,6 +95,11 @@ class StreamingSource:
     def giving_way(self) -> bool:
         return self._handoff.giving_way
 
+    def heard_s(self) -> float | None:
+        """Audio seconds the listener has heard, None while nobody hears it (not started, or stopped at a boundary
+        to give way): the engine makes what is heard before what is not (Engine.stream's `heard`)."""
+        return None if not self.frames_read or self.yielded else self.frames_read * 0.02
+
     @property
     def yielded(self) -> bool:
         """The reader stopped at a boundary; the rest plays when it is started again."""

@@ -65,7 +65,9 @@ class Lookahead:
             voice = utt.request.voice
             if utt.speed_factor != 1.0:
                 voice = replace(voice, speed=utt.speed)
-            stream = self.engine.stream(utt.request.text, voice, key=self.guild_id, urgent=utt.request.urgent)
+            heard = utt.source.heard_s if utt.source is not None else None
+            stream = self.engine.stream(utt.request.text, voice, key=self.guild_id, urgent=utt.request.urgent,
+                                        heard=heard)
             try:
                 async for chunk in stream:
                     yield chunk
