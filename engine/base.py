@@ -340,9 +340,9 @@ class Engine(Protocol):
 
         At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES). `urgent` segments are
         served before the others (asked-for speech before channel readout); each level is fair across keys.
-        `heard`: the audio seconds of it the listener has heard, None while nobody hears it (held back, or
-        paused): a later segment is due before its audio in hand runs out only while it is heard, else in turn
-        like a first one. Without it the stream is taken to play from its first chunk on.
+        `heard`: the audio seconds of it the listener has heard, None while no listener waits for it (made ahead
+        of its turn, or paused): a later segment is due before its audio in hand runs out only while one does,
+        else in turn like a first one. Without it the stream is taken to play from its first chunk on.
         """
         ...
 

@@ -49,7 +49,7 @@ class Scheduler:
     due when it arrived, or when its key was last served if that is later (so keys take turns and one busy
     key cannot starve the others); a waiter with `due` (a callable, monotonic seconds, asked at each grant)
     is due then: a later segment of speech that is playing, due shortly before its audio in hand runs out (a
-    `due` that says None has no deadline now, and waits like a plain waiter: speech nobody hears yet).
+    `due` that says None has no deadline now, and waits like a plain waiter: speech no listener waits for yet).
     Urgent waiters have a level of their own, served first (the bot's /say before channel readout), except an
     urgent waiter with a deadline still ahead (a later segment with audio in hand), which waits its turn by
     that deadline among the others, and a waiter of either level whose deadline has come goes first. A

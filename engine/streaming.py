@@ -150,7 +150,7 @@ class _Job:
 class _AudioClock:
     """When one stream's audio in hand runs out while it is heard (from its first chunk on, unless the listener says
     how much it heard: `heard`): later segments are due a little before that (the scheduler serves the one due
-    first); one nobody hears yet (held back until enough is made, or paused) has no deadline and waits its turn."""
+    first); one no listener waits for yet (made ahead of its turn, or paused) has no deadline and waits its turn."""
 
     __slots__ = ("first", "made_s", "lead", "heard")
 
@@ -159,7 +159,7 @@ class _AudioClock:
         self.first: float | None = None  # monotonic time of the first audio handed out
         self.made_s = 0.0
         self.lead = lead  # seconds a segment needs beyond SEGMENT_LEAD_S before its first audio (the engine's measure)
-        self.heard = heard  # the listener's: audio seconds heard, None while nobody hears it (Engine.stream)
+        self.heard = heard  # the listener's: audio seconds heard, None while none waits for it (Engine.stream)
 
     def add(self, seconds: float) -> None:
         if self.first is None:
@@ -167,7 +167,7 @@ class _AudioClock:
         self.made_s += seconds
 
     def _runs_dry(self) -> float | None:
-        """Monotonic time the audio handed out runs out; None while nobody hears it."""
+        """Monotonic time the audio handed out runs out; None while no listener waits for it."""
         if self.heard is None:
             assert self.first is not None
             return self.first + self.made_s
@@ -175,7 +175,7 @@ class _AudioClock:
         return None if heard is None else time.monotonic() + max(0.0, self.made_s - heard)
 
     def in_hand(self, coming_s: float = 0.0) -> float:
-        """Seconds of audio handed out and not yet heard, with `coming_s` (inf while nobody hears it)."""
+        """Seconds of audio handed out and not yet heard, with `coming_s` (inf while no listener waits for it)."""
         if self.first is None:
             return coming_s
         runs_dry = self._runs_dry()
@@ -188,9 +188,9 @@ class _AudioClock:
 
     def due(self) -> float | None:
         """Monotonic time the next segment is due (inf before any audio: the first segment is still coming; None
-        while nobody hears it: no deadline, it waits its turn). One whose audio in hand runs out within NEEDY_S is
-        due ahead of every waiter without a deadline (a playing utterance must not run dry behind new ones' first
-        segments when the engine is overloaded)."""
+        while no listener waits for it: no deadline, it waits its turn). One whose audio in hand runs out within
+        NEEDY_S is due ahead of every waiter without a deadline (a playing utterance must not run dry behind new
+        ones' first segments when the engine is overloaded)."""
         if self.first is None:
             return math.inf
         runs_dry = self._runs_dry()

@@ -6,6 +6,8 @@ import asyncio
 import threading
 import time
 
+import pytest
+
 from bot.speech.playback.source import SILENCE, StreamingSource
 from engine.base import FRAME_BYTES, AudioChunk
 
@@ -145,3 +147,22 @@ async def test_wait_buffered_returns_when_asked_to_give_way_before_a_frame_playe
     await asyncio.wait_for(waiting, 5)
     assert src.buffered_frames < 5
     src.close()
+
+
+async def test_heard_is_told_from_its_turn_until_it_gives_way_at_a_boundary():
+    """What the engine is told (Engine.stream's `heard`): nothing before its turn (made ahead), the seconds read
+    from its turn on, nothing again once it stopped at a sentence boundary to give way."""
+    src = StreamingSource(max_frames=100)
+    src.start(gen([AudioChunk(bytes(FRAME_BYTES * 3), 48_000, 2, segment=0),
+                   AudioChunk(bytes(FRAME_BYTES * 2), 48_000, 2, segment=1, final=True)]))
+    await asyncio.wait_for(src.producer, 5)
+    assert src.heard_s() is None
+    src.resume()
+    assert src.heard_s() == 0.0
+    src.read(), src.read()
+    assert src.heard_s() == pytest.approx(0.04)
+    src.give_way()
+    assert src.read() and src.heard_s() == pytest.approx(0.06)  # the sentence plays to its end
+    assert src.read() == b"" and src.yielded and src.heard_s() is None
+    src.resume()
+    assert src.heard_s() == pytest.approx(0.06)

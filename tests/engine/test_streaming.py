@@ -407,10 +407,10 @@ async def test_a_long_sentences_later_windows_let_another_guilds_first_window_go
     assert order.count("A long sentence.") == 8
 
 
-async def test_a_stream_nobody_hears_yet_takes_turns_with_another_guilds_first_window(monkeypatch) -> None:
-    """One slot, and a heard stream always short of audio (NEEDY_S huge): guild a's sentence of 8 windows, heard
-    from its first chunk on, keeps the slot for every window before b's first; held back unheard (the player
-    waits for more), its windows have no deadline and b's first window goes in turn."""
+async def test_a_stream_no_listener_waits_for_takes_turns_with_another_guilds_first_window(monkeypatch) -> None:
+    """One slot, and a heard stream always short of audio (NEEDY_S huge): guild a's sentence of 8 windows, its
+    listener waiting from its first chunk on, keeps the slot for every window before b's first; made ahead of its
+    turn (no listener waits yet), its windows have no deadline and b's first window goes in turn."""
     monkeypatch.setattr(streaming, "NEEDY_S", 1e6)
     b_at = {}
     for name, heard in (("heard", lambda: 0.0), ("unheard", lambda: None)):

@@ -28,6 +28,7 @@ class StreamingSource:
         self.error: BaseException | None = None
         self.underruns = 0  # the reader's: silence frames it read
         self.next_s = 0.0  # the producer's: audio seconds the engine's next unit brings (0: unknown)
+        self._turn = False  # the player's: its turn came (the listener waits for it), until it gives way
         self.first_frame_ready: asyncio.Event = asyncio.Event()
         self._space: asyncio.Event = asyncio.Event()
         self._space.set()
@@ -96,9 +97,9 @@ class StreamingSource:
         return self._handoff.giving_way
 
     def heard_s(self) -> float | None:
-        """Audio seconds the listener has heard, None while nobody hears it (not started, or stopped at a boundary
-        to give way): the engine makes what is heard before what is not (Engine.stream's `heard`)."""
-        return None if not self.frames_read or self.yielded else self.frames_read * 0.02
+        """Audio seconds the listener has heard since its turn came, None before (synthesized ahead) or while it gave
+        way: the engine makes what a listener waits for before what nobody does yet (Engine.stream's `heard`)."""
+        return self.frames_read * FRAME_S if self._turn and not self.yielded else None
 
     @property
     def yielded(self) -> bool:
@@ -136,7 +137,8 @@ class StreamingSource:
         return frames * FRAME_S if frames is not None else None
 
     def resume(self) -> None:
-        """Before playing the rest after giving way."""
+        """Its turn (again, after giving way): the listener waits for it from now."""
+        self._turn = True
         self._handoff.resume()
 
     # -- the reader's side (the voice driver's thread) ----------------------------------------------
