@@ -667,9 +667,12 @@ class StreamingEngine:
             competing = set(stats.waiting_urgent)
         else:
             competing = set(stats.waiting) | set(stats.running_per_key) | self._recently_asked()
-        # a slot's speed as measured with as many slots busy as there will be with this key's work added
+        # a slot's speed as measured with as many slots busy as there will be with this key's work added; with every
+        # slot busy while another key used the engine within ALONE_S (it may be back mid-utterance: on a 2-core EPYC
+        # a slot made 1.2-1.6 audio s per s alone and 1.0-1.09 beside another, more than the pacer's UNIT_MARGIN)
         slots, per_key = self.scheduler.max_concurrency, self.scheduler.per_key_limit
-        busy = min(slots, max(stats.running, len(competing | {key}) * per_key))
+        alone = not self._ages_within(ALONE_S).keys() - {key}
+        busy = min(slots, max(stats.running, len(competing | {key}) * per_key)) if alone else slots
         return Capacity(
             slots=slots,
             running=stats.running,

@@ -483,3 +483,20 @@ def test_the_next_step_is_priced_at_a_later_steps_speed_only_while_no_other_key_
     assert alone.share() == 1.5 and alone.share(next_step=True) == 2.0
     shared = Capacity(slots=2, running=2, waiting_others=1, audio_per_second=1.2, other_keys=2, next_per_second=1.6)
     assert shared.share(next_step=True) == shared.share() == pytest.approx(1.2 * 2 / 3)
+
+
+async def test_capacity_is_priced_at_full_load_while_another_guild_used_the_engine_lately(monkeypatch) -> None:
+    """A guild alone sees a slot's speed with its own work; once another guild used the engine within ALONE_S (it
+    may come back mid-utterance), a slot's speed with every slot busy."""
+    engine = StreamingEngine(FakeWindowBackend(windows=1, delay=0.0), _settings(max_concurrency=2))
+    try:
+        engine.counters.made(1.0, 3.0, busy=1)
+        engine.counters.made(1.0, 1.0, busy=2)
+        await _collect(engine, "A first.", key="a")
+        alone = engine.capacity("a").audio_per_second
+        await _collect(engine, "B first.", key="b")
+        monkeypatch.setattr(streaming, "RECENT_KEYS_S", 0.0)  # b no longer competes now, but used it lately
+        beside = engine.capacity("a").audio_per_second
+    finally:
+        await engine.close()
+    assert alone > beside == engine.counters.speed(2)
