@@ -54,8 +54,10 @@ RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as
 # per 100 utterances on a 2-core EPYC, against 0 with the loaded schedule: 2026-12-06-sentences-and-windows.md)
 ALONE_S = 30.0
 SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it) ...
-LEAD_PER_FIRST_CHUNK = 2.0  # ... plus this many times the engine's recent time from a slot to a segment's first
-# chunk (Kokoro's ~1-3 s where Piper's is ~0.1 s: with a fixed lead its later segments came too late under load)
+LEAD_PER_FIRST_CHUNK = 3.0  # ... plus this many times the engine's recent time from a slot to a segment's first
+# chunk (Kokoro's ~1-3 s where Piper's is ~0.1 s: with a fixed lead its later segments came too late under load):
+# a wait for a slot held by another's window, its own window, and the windows' growth past the mean step (2 ran two
+# 36 s /says dry in the over plan once the audio in hand was counted from what was heard, not from the first chunk)
 # a later segment with less audio in hand than this plus the lead goes before every first one ... (3 s made a long
 # utterance's windows outrank every first window for its whole length on a 2-core EPYC, whose slots make ~1.1-1.6
 # audio s per s: the audio in hand grows too slowly to leave it, and two such utterances kept /say waiting 25 s)
