@@ -100,33 +100,44 @@ def test_skipped_before_its_turn_sends_nothing() -> None:
     assert outcome is Outcome.SKIPPED and conn.sink.sent == [] and told == []
 
 
-async def stalls_after(frames: int):
-    """A first chunk, then an engine that makes nothing more (an overloaded one)."""
+async def stalls_after(frames: int, stall_s: float = 3600.0):
+    """A first chunk, then an engine that makes nothing more for `stall_s` (an overloaded one), then the rest."""
     if frames:
         yield AudioChunk(b"\x10\x00" * (FRAME_BYTES // 2) * frames, 48_000, 2)
-    await asyncio.sleep(3600)
-    yield AudioChunk(b"", 48_000, 2, final=True)
+    await asyncio.sleep(stall_s)
+    yield AudioChunk(b"\x10\x00" * (FRAME_BYTES // 2) * 20, 48_000, 2, final=True)
 
 
 def slow(_request: Request) -> Capacity:
-    """An engine making a tenth of real time: the player holds a long utterance back."""
-    return Capacity(slots=1, running=1, waiting_others=3, audio_per_second=0.1)
+    """An engine making a tenth of real time, other guilds waiting for it: the player holds a long utterance back."""
+    return Capacity(slots=1, running=1, waiting_others=3, audio_per_second=0.1, other_keys=3)
 
 
-async def play_readout(first_frames: int) -> tuple[Outcome | None, FakeConnection, list[str]]:
+def slow_alone(_request: Request) -> Capacity:
+    """The same engine with no other guild waiting for it."""
+    return Capacity(slots=1, running=1, waiting_others=0, audio_per_second=0.1)
+
+
+async def play_readout(first_frames: int, stall_s: float = 3600.0, capacity: Callable[[Request], Capacity] = slow,
+                       ) -> tuple[Outcome | None, FakeConnection, list[str]]:
     conn, told = FakeConnection(), []
     request = Request("A readout message long enough to be held back for a while. " * 3, kind="readout",
                       notify=telling(told))
     request.start_by = request.created_at + 0.3
-    outcome = await play_in(conn, Utterance(request), stalls_after(first_frames), slow, Pacer())
+    outcome = await play_in(conn, Utterance(request), stalls_after(first_frames, stall_s), capacity, Pacer())
     return outcome, conn, told
 
 
-def test_a_readout_whose_first_audio_comes_past_its_start_by_is_stale_and_never_sent() -> None:
+def test_a_readout_whose_first_audio_comes_past_its_start_by_is_stale_while_other_guilds_wait() -> None:
     outcome, conn, told = asyncio.run(play_readout(0))
     assert outcome is Outcome.STALE and conn.sink.sent == [] and told == []  # counted into the catch-up notice
 
 
-def test_a_readout_held_back_past_its_start_by_is_stale_and_never_sent() -> None:
-    outcome, conn, told = asyncio.run(play_readout(5))
-    assert outcome is Outcome.STALE and conn.sink.sent == [] and told == []
+def test_a_readout_whose_first_audio_comes_past_its_start_by_plays_late_when_no_other_guild_waits() -> None:
+    outcome, conn, told = asyncio.run(play_readout(0, stall_s=0.6, capacity=slow_alone))
+    assert outcome is Outcome.PLAYED and len(conn.sink.sent) >= 20 and told == []
+
+
+def test_a_readout_held_back_past_its_start_by_still_plays_its_synthesis_under_way() -> None:
+    outcome, conn, told = asyncio.run(play_readout(5, stall_s=0.6))
+    assert outcome is Outcome.PLAYED and len(conn.sink.sent) >= 25 and told == []

@@ -64,13 +64,31 @@ class Player:
         boundary)."""
         return src.giving_way and not src.frames_read
 
+    async def _first_audio(self, utt: Utterance, src: StreamingSource) -> bool | Outcome:
+        """Wait for `utt`'s first audio (or its end, or a give-way): True; False past FIRST_AUDIO_TIMEOUT_S; STALE for
+        a readout overdue while other guilds wait for the engine (skipping it frees the engine for them; alone,
+        it is read late rather than not at all: an engine slower than speech would have every message skipped)."""
+        deadline = time.monotonic() + FIRST_AUDIO_TIMEOUT_S
+        while not (src.first_frame_ready.is_set() or src.giving_way):
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if utt.overdue(now):
+                if self.capacity(utt.request).other_keys:
+                    return Outcome.STALE
+                wait = deadline - now  # looked at again when the engine's load changes
+            else:
+                wait = min(deadline - now, _until_start_by(utt))
+            await first_of(src.wait_started(wait), self.load_changed())  # (its TimeoutError ends it, no more)
+        return True
+
     async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
         """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
         share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry. A readout
-        is held no later than its start_by (then it is overdue: stale)."""
+        past its start_by is held all the same: its synthesis is under way (skipping it then, an engine slower than
+        speech would have every message skipped and none heard)."""
         held = time.monotonic()
-        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)
-                   or utt.overdue(time.monotonic())):
+        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
             progress, capacity = utt.progress(), self.capacity(utt.request)
             # the next window of a run under way has no features to make first: priced at a later step's speed
             rate, next_rate = capacity.share(), capacity.share(next_step=True)
@@ -80,7 +98,7 @@ class Player:
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
             # looked at again when more audio is made or the engine's load (and so this guild's share) changes
-            await first_of(src.wait_buffered(want, _until_start_by(utt)), self.load_changed())
+            await first_of(src.wait_buffered(want), self.load_changed())
         utt.held_s = time.monotonic() - held
 
     async def play(self, utt: Utterance) -> Outcome | None:
@@ -96,11 +114,10 @@ class Player:
     async def _play(self, utt: Utterance, handle: TrackHandle) -> Outcome | None:
         src = handle.source
         src.resume()
-        try:
-            await src.wait_started(min(FIRST_AUDIO_TIMEOUT_S, _until_start_by(utt)))
-        except TimeoutError:
+        started = await self._first_audio(utt, src)
+        if started is not True:
             src.close()
-            if utt.overdue(time.monotonic()):
+            if started is Outcome.STALE:
                 return Outcome.STALE
             return await self.fail(utt, "Speech took too long to start; please try again.")
         if utt.skipped:
@@ -115,9 +132,6 @@ class Player:
         await self._hold(utt, src)
         if utt.skipped:
             return Outcome.SKIPPED
-        if utt.overdue(time.monotonic()):  # readout still not heard past its start_by: skipped to catch up
-            src.close()
-            return Outcome.STALE
         if self._yields(src):  # ... or while it was held back to keep ahead of the player
             return None
         if not await self.connection.ensure():
