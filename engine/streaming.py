@@ -199,7 +199,7 @@ class _AudioClock:
         if runs_dry is None:
             return None
         lead = SEGMENT_LEAD_S + self.lead()
-        if self.needy():
+        if max(0.0, runs_dry - time.monotonic()) < NEEDY_S + self.lead():  # needy(), the listener asked once
             return runs_dry - lead - AHEAD_OF_ALL_S
         return runs_dry - lead
 
