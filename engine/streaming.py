@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import inspect
 import logging
@@ -284,6 +285,7 @@ class StreamingEngine:
         self._load = LoadChanges()  # capacity_changed(): the scheduler's waiters, grants and releases, the speed
         self.scheduler.on_change = self._load.notify
         self._recent_keys: dict[Hashable, float] = {}  # key -> loop time it last asked for a slot
+        self._making: collections.Counter[Hashable] = collections.Counter()  # key -> its streams with audio to make
         self.max_abandoned = max(0, self.settings.max_abandoned)
         self._async = _is_async(backend)
         self._pool = WorkerPool(max(1, self.settings.workers), name="engine")
@@ -354,6 +356,16 @@ class StreamingEngine:
         jobs = [_Job(i, s) for i, s in enumerate(segments)]
         self.counters.utterances += 1
         done = False
+        self._making[key] += 1
+        making = True
+
+        def made() -> None:  # all of its audio is made (or it ended): no longer part of the load
+            nonlocal making
+            if making:
+                making = False
+                self._making[key] -= 1
+                if self._making[key] <= 0:
+                    del self._making[key]
         clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s, heard)
         bytes_per_s = rate * channels * 2
         stepped = backend.info.steps and not _is_async(backend)
@@ -384,12 +396,14 @@ class StreamingEngine:
                     if pcm:
                         clock.add(len(pcm) / bytes_per_s)
                         yield AudioChunk(pcm, rate, channels, segment=job.index, next_s=next_s)
+            made()
             tail = conv.flush()
             if conv.samples_out == 0:
                 raise TextRejected("There is nothing to say in that text.")
             done = True
             yield AudioChunk(tail, rate, channels, segment=len(jobs) - 1, final=True)
         finally:
+            made()
             conv.close()
             if not done:
                 cancelled = False
@@ -666,15 +680,17 @@ class StreamingEngine:
         # urgent work shares the slots with other keys' urgent work only (it is served first); the others with
         # every key that has work now or asked for a slot moments ago (a momentary lull is not a free engine)
         if urgent:
-            competing = set(stats.waiting_urgent)
+            competing = active = set(stats.waiting_urgent)
         else:
-            competing = set(stats.waiting) | set(stats.running_per_key) | self._recently_asked()
-        # a slot's speed as measured with as many slots busy as there will be with this key's work added; with every
-        # slot busy while another key used the engine within ALONE_S (it may be back mid-utterance: on a 2-core EPYC
-        # a slot made 1.2-1.6 audio s per s alone and 1.0-1.09 beside another, more than the pacer's UNIT_MARGIN)
+            active = set(stats.waiting) | set(stats.running_per_key) | set(self._making)  # with audio to make now
+            competing = active | self._recently_asked()
+        # a slot's speed as measured with as many slots busy as the keys with audio to make (this one added) keep
+        # busy; while another key used the engine within ALONE_S (it may be back mid-utterance: on a 2-core EPYC a
+        # slot made 1.2-1.6 audio s per s alone and 1.0-1.09 beside another, more than the pacer's UNIT_MARGIN), that
+        # load is taken to last RECENT_KEYS_S and every slot to be busy after
         slots, per_key = self.scheduler.max_concurrency, self.scheduler.per_key_limit
+        busy = min(slots, max(stats.running, len(active | {key}) * per_key))
         alone = not self._ages_within(ALONE_S).keys() - {key}
-        busy = min(slots, max(stats.running, len(competing | {key}) * per_key)) if alone else slots
         return Capacity(
             slots=slots,
             running=stats.running,
@@ -683,6 +699,8 @@ class StreamingEngine:
             next_per_second=c.speed(busy, next_step=True),
             other_keys=len(competing - {key}),
             per_key=per_key,
+            loaded_per_second=c.speed(slots),
+            steady_s=math.inf if alone else RECENT_KEYS_S,
         )
 
     def _recently_asked(self) -> set[Hashable]:

@@ -7,6 +7,7 @@ blocking call that ignores cancellation), FakeAsyncBackend (an AsyncBackend on t
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -485,18 +486,42 @@ def test_the_next_step_is_priced_at_a_later_steps_speed_only_while_no_other_key_
     assert shared.share(next_step=True) == shared.share() == pytest.approx(1.2 * 2 / 3)
 
 
-async def test_capacity_is_priced_at_full_load_while_another_guild_used_the_engine_lately(monkeypatch) -> None:
-    """A guild alone sees a slot's speed with its own work; once another guild used the engine within ALONE_S (it
-    may come back mid-utterance), a slot's speed with every slot busy."""
+async def test_a_guild_whose_speech_is_all_made_is_no_longer_priced_as_load_but_one_still_making_is() -> None:
+    """A slot's speed now is the one with as many slots busy as the keys with audio still to make: a guild that asked
+    moments ago but has all its audio made competes (other_keys) without slowing the speed priced now."""
+    backend = FakeWindowBackend(windows=3, delay=0.0)
+    engine = StreamingEngine(backend, _settings(max_concurrency=2))
+    try:
+        engine.counters.made(1.0, 3.0, busy=1)
+        engine.counters.made(1.0, 1.0, busy=2)
+        stream = engine.stream("B first.", Voice(), key="b", heard=lambda: None)  # no listener: no deadlines
+        await stream.__anext__()  # its first window heard of; two more to make
+        making = engine.capacity("a")
+        async for _ in stream:
+            pass
+        made = engine.capacity("a")
+    finally:
+        await engine.close()
+    assert making.other_keys == made.other_keys == 1
+    assert making.share() == engine.counters.speed(2) < made.share() == engine.counters.speed(1)
+
+
+async def test_capacity_is_priced_at_full_load_past_a_few_seconds_while_another_guild_used_the_engine_lately(
+        monkeypatch) -> None:
+    """A guild alone sees a slot's speed with its own work, for good; once another guild used the engine within ALONE_S
+    (it may come back mid-utterance), the same for RECENT_KEYS_S and then a slot's speed with every slot busy."""
     engine = StreamingEngine(FakeWindowBackend(windows=1, delay=0.0), _settings(max_concurrency=2))
     try:
         engine.counters.made(1.0, 3.0, busy=1)
         engine.counters.made(1.0, 1.0, busy=2)
         await _collect(engine, "A first.", key="a")
-        alone = engine.capacity("a").audio_per_second
+        alone, alone_speed = engine.capacity("a"), engine.counters.speed(1)
         await _collect(engine, "B first.", key="b")
-        monkeypatch.setattr(streaming, "RECENT_KEYS_S", 0.0)  # b no longer competes now, but used it lately
-        beside = engine.capacity("a").audio_per_second
+        monkeypatch.setattr(streaming, "RECENT_KEYS_S", 0.5)  # b no longer competes now, but used it lately
+        await asyncio.sleep(0.6)
+        beside = engine.capacity("a")
     finally:
         await engine.close()
-    assert alone > beside == engine.counters.speed(2)
+    assert alone.steady_s == math.inf and alone.share() == alone_speed
+    assert beside.share() == engine.counters.speed(1) and beside.other_keys == 0
+    assert beside.steady_s == 0.5 and beside.share(loaded=True) == engine.counters.speed(2) < beside.share()
