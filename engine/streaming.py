@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import inspect
 import logging
@@ -177,6 +176,10 @@ class _AudioClock:
         heard = self.heard()
         return None if heard is None else time.monotonic() + max(0.0, self.made_s - heard)
 
+    def listened(self) -> bool:
+        """Whether a listener hears it now (its audio handed out is being played)."""
+        return self.first is not None and self._runs_dry() is not None
+
     def in_hand(self, coming_s: float = 0.0) -> float:
         """Seconds of audio handed out and not yet heard, with `coming_s` (inf while no listener waits for it)."""
         if self.first is None:
@@ -285,7 +288,7 @@ class StreamingEngine:
         self._load = LoadChanges()  # capacity_changed(): the scheduler's waiters, grants and releases, the speed
         self.scheduler.on_change = self._load.notify
         self._recent_keys: dict[Hashable, float] = {}  # key -> loop time it last asked for a slot
-        self._making: collections.Counter[Hashable] = collections.Counter()  # key -> its streams with audio to make
+        self._making: dict[_AudioClock, Hashable] = {}  # each stream with audio still to make: its clock, its key
         self.max_abandoned = max(0, self.settings.max_abandoned)
         self._async = _is_async(backend)
         self._pool = WorkerPool(max(1, self.settings.workers), name="engine")
@@ -356,17 +359,12 @@ class StreamingEngine:
         jobs = [_Job(i, s) for i, s in enumerate(segments)]
         self.counters.utterances += 1
         done = False
-        self._making[key] += 1
-        making = True
+        clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s, heard)
+        self._making[clock] = key
 
         def made() -> None:  # all of its audio is made (or it ended): no longer part of the load
-            nonlocal making
-            if making:
-                making = False
-                self._making[key] -= 1
-                if self._making[key] <= 0:
-                    del self._making[key]
-        clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s, heard)
+            self._making.pop(clock, None)
+
         bytes_per_s = rate * channels * 2
         stepped = backend.info.steps and not _is_async(backend)
         steps: asyncio.Task[None] | None = None
@@ -516,6 +514,8 @@ class StreamingEngine:
         busy = (self.scheduler.busy_area() - area) / max(took, 1e-9)
         job.inflight = None
         grant, job.grant = job.grant, None
+        if grant is None:  # its stream ended as the step came back (wait_for kept the result, not the cancel)
+            raise asyncio.CancelledError
         audio, more = item if item is not None else (np.zeros(0, np.float32), 0.0)
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if self.trace is not None:
@@ -680,16 +680,15 @@ class StreamingEngine:
         # urgent work shares the slots with other keys' urgent work only (it is served first); the others with
         # every key that has work now or asked for a slot moments ago (a momentary lull is not a free engine)
         if urgent:
-            competing = active = set(stats.waiting_urgent)
+            competing = set(stats.waiting_urgent)
         else:
-            active = set(stats.waiting) | set(stats.running_per_key) | set(self._making)  # with audio to make now
-            competing = active | self._recently_asked()
-        # a slot's speed as measured with as many slots busy as the keys with audio to make (this one added) keep
-        # busy; while another key used the engine within ALONE_S (it may be back mid-utterance: on a 2-core EPYC a
-        # slot made 1.2-1.6 audio s per s alone and 1.0-1.09 beside another, more than the pacer's UNIT_MARGIN), that
-        # load is taken to last RECENT_KEYS_S and every slot to be busy after
+            competing = set(stats.waiting) | set(stats.running_per_key) | self._recently_asked()
+        # a slot's speed as measured with as many slots busy as there will be with this key's work added; while
+        # another key used the engine within ALONE_S (it may be back mid-utterance: on a 2-core EPYC a slot made
+        # 1.2-1.6 audio s per s alone and 1.0-1.09 beside another, more than the pacer's UNIT_MARGIN), that load is
+        # taken to last RECENT_KEYS_S and every slot to be busy after
         slots, per_key = self.scheduler.max_concurrency, self.scheduler.per_key_limit
-        busy = min(slots, max(stats.running, len(active | {key}) * per_key))
+        busy = min(slots, max(stats.running, len(competing | {key}) * per_key))
         alone = not self._ages_within(ALONE_S).keys() - {key}
         return Capacity(
             slots=slots,
@@ -701,6 +700,10 @@ class StreamingEngine:
             per_key=per_key,
             loaded_per_second=c.speed(slots),
             steady_s=math.inf if alone else RECENT_KEYS_S,
+            # the engine at full load less a second of audio per second for each other key's stream being heard now
+            # (their windows go by deadline, before any first one): what a stream of this key gets once heard
+            heard_room=max(0.0, slots * c.speed(slots) - sum(1.0 for clock, k in self._making.items()
+                                                             if k != key and clock.listened())),
         )
 
     def _recently_asked(self) -> set[Hashable]:
