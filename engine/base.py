@@ -254,25 +254,18 @@ class Capacity:
     # used the engine lately and may be back mid-utterance (inf: none did, the load stays; 0 speed: not measured)
     loaded_per_second: float = 0.0
     steady_s: float = math.inf
-    # audio seconds per second the slots make at full load beyond what the other keys' streams heard now play (a heard
-    # stream's windows go by deadline, before any first window): what this key's stream gets once heard
-    heard_room: float = 0.0
 
-    def share(self, *, next_step: bool = False, loaded: bool = False, heard: bool = False) -> float:
+    def share(self, *, next_step: bool = False, loaded: bool = False) -> float:
         """Audio seconds per second this key can expect while the others stay busy (fair round-robin); `next_step`:
         for the next step of a run under way, at a later step's speed while no other key competes (else it may wait
         for a slot behind theirs: the blend); `loaded`: once the load may have changed (after `steady_s`), with every
-        slot busy and another key back; `heard`: for a stream once it is heard, its windows by deadline (up to its
-        slots at full load, within `heard_room`), when that is more."""
+        slot busy and another key back."""
         if loaded and self.loaded_per_second > 0:
-            share = self.loaded_per_second * min(float(self.per_key), self.slots / (max(1, self.other_keys) + 1))
-        else:
-            slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
-            later = next_step and self.next_per_second > 0 and not self.other_keys
-            share = (self.next_per_second if later else self.audio_per_second) * slots_for_me
-        if heard:
-            share = max(share, min(self.per_key * self.loaded_per_second, self.heard_room))
-        return share
+            return self.loaded_per_second * min(float(self.per_key), self.slots / (max(1, self.other_keys) + 1))
+        slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
+        later = next_step and self.next_per_second > 0 and not self.other_keys
+        speed = self.next_per_second if later else self.audio_per_second
+        return speed * slots_for_me
 
 
 @dataclass(frozen=True)

@@ -176,10 +176,6 @@ class _AudioClock:
         heard = self.heard()
         return None if heard is None else time.monotonic() + max(0.0, self.made_s - heard)
 
-    def listened(self) -> bool:
-        """Whether a listener hears it now (its audio handed out is being played)."""
-        return self.first is not None and self._runs_dry() is not None
-
     def in_hand(self, coming_s: float = 0.0) -> float:
         """Seconds of audio handed out and not yet heard, with `coming_s` (inf while no listener waits for it)."""
         if self.first is None:
@@ -288,7 +284,6 @@ class StreamingEngine:
         self._load = LoadChanges()  # capacity_changed(): the scheduler's waiters, grants and releases, the speed
         self.scheduler.on_change = self._load.notify
         self._recent_keys: dict[Hashable, float] = {}  # key -> loop time it last asked for a slot
-        self._making: dict[_AudioClock, Hashable] = {}  # each stream with audio still to make: its clock, its key
         self.max_abandoned = max(0, self.settings.max_abandoned)
         self._async = _is_async(backend)
         self._pool = WorkerPool(max(1, self.settings.workers), name="engine")
@@ -360,11 +355,6 @@ class StreamingEngine:
         self.counters.utterances += 1
         done = False
         clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s, heard)
-        self._making[clock] = key
-
-        def made() -> None:  # all of its audio is made (or it ended): no longer part of the load
-            self._making.pop(clock, None)
-
         bytes_per_s = rate * channels * 2
         stepped = backend.info.steps and not _is_async(backend)
         steps: asyncio.Task[None] | None = None
@@ -394,14 +384,12 @@ class StreamingEngine:
                     if pcm:
                         clock.add(len(pcm) / bytes_per_s)
                         yield AudioChunk(pcm, rate, channels, segment=job.index, next_s=next_s)
-            made()
             tail = conv.flush()
             if conv.samples_out == 0:
                 raise TextRejected("There is nothing to say in that text.")
             done = True
             yield AudioChunk(tail, rate, channels, segment=len(jobs) - 1, final=True)
         finally:
-            made()
             conv.close()
             if not done:
                 cancelled = False
@@ -700,10 +688,6 @@ class StreamingEngine:
             per_key=per_key,
             loaded_per_second=c.speed(slots),
             steady_s=math.inf if alone else RECENT_KEYS_S,
-            # the engine at full load less a second of audio per second for each other key's stream being heard now
-            # (their windows go by deadline, before any first one): what a stream of this key gets once heard
-            heard_room=max(0.0, slots * c.speed(slots) - sum(1.0 for clock, k in self._making.items()
-                                                             if k != key and clock.listened())),
         )
 
     def _recently_asked(self) -> set[Hashable]:

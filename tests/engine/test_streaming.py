@@ -21,7 +21,6 @@ from engine.base import (
     BackendDefaults,
     BackendInfo,
     CancelToken,
-    Capacity,
     EngineError,
     SynthesisTimeout,
     TextRejected,
@@ -487,39 +486,20 @@ def test_the_next_step_is_priced_at_a_later_steps_speed_only_while_no_other_key_
     assert shared.share(next_step=True) == shared.share() == pytest.approx(1.2 * 2 / 3)
 
 
-async def test_a_stream_once_heard_is_priced_at_a_slot_within_the_room_other_heard_streams_leave() -> None:
-    """Each stream heard now takes a second of audio per second by deadline, before any first window: what another
-    key's stream gets once heard is the engine at full load less that, up to a slot (over the round-robin share).
-    Closing the streams mid-way is no failure (a step that came back as its stream closed logged one)."""
-    backend = FakeWindowBackend(windows=3, delay=0.0)
-    engine = StreamingEngine(backend, _settings(max_concurrency=2))
+async def test_streams_closed_while_their_steps_come_back_are_no_failure() -> None:
+    """A step that comes back as its stream closes (asyncio.wait_for keeps the result, not the cancel) ends the
+    stream's work quietly: it logged a backend failure and counted an error."""
+    engine = StreamingEngine(FakeWindowBackend(windows=3, delay=0.0), _settings(max_concurrency=2))
     try:
-        engine.counters.made(1.0, 3.0, busy=1)
-        engine.counters.made(1.0, 1.3, busy=2)
-        unheard = engine.stream("B first.", Voice(), key="b", heard=lambda: None)  # made ahead of its turn
-        await unheard.__anext__()
-        ahead, ahead_loaded = engine.capacity("a"), engine.counters.speed(2)
-        heard = engine.stream("C first.", Voice(), key="c", heard=lambda: 0.0)  # a listener waits for it
-        await heard.__anext__()
-        beside, loaded = engine.capacity("a"), engine.counters.speed(2)
-        for stream in (unheard, heard):
+        streams = [engine.stream(f"{k} first.", Voice(), key=k, heard=lambda: 0.0) for k in "bc"]
+        for stream in streams:
+            await stream.__anext__()
+        for stream in streams:
             await stream.aclose()
         await asyncio.sleep(0.1)  # their steps under way come back
     finally:
         await engine.close()
-    assert ahead.heard_room == pytest.approx(2 * ahead_loaded) and beside.heard_room == pytest.approx(2 * loaded - 1)
-    assert beside.other_keys == 2 and beside.share() == pytest.approx(loaded * 2 / 3)
-    assert beside.share(heard=True) == pytest.approx(loaded) and ahead.share(heard=True) == pytest.approx(ahead_loaded)
-    assert loaded < 2 * loaded - 1  # (a room over a slot: a slot is what it gets)
     assert engine.counters.errors == 0
-
-
-def test_a_heard_share_is_a_slot_at_full_load_within_the_room_and_never_below_the_round_robin_share() -> None:
-    base = dict(slots=2, running=2, waiting_others=3, audio_per_second=1.3, other_keys=3, loaded_per_second=1.3)
-    assert Capacity(**base, heard_room=2.6).share(heard=True) == pytest.approx(1.3)
-    assert Capacity(**base, heard_room=0.6).share(heard=True) == pytest.approx(0.65)  # the round-robin share
-    assert Capacity(**base, heard_room=0.8).share(heard=True) == pytest.approx(0.8)
-    assert Capacity(**base, heard_room=0.8).share() == pytest.approx(0.65)
 
 
 async def test_capacity_is_priced_at_full_load_past_a_few_seconds_while_another_guild_used_the_engine_lately(

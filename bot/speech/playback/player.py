@@ -91,10 +91,9 @@ class Player:
         while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
             progress, capacity = utt.progress(), self.capacity(utt.request)
             # the next window of a run under way has no features to make first: priced at a later step's speed; what
-            # is made once the load may have grown (another guild used the engine lately), at a full engine's; once
-            # heard, its windows go by deadline: at a slot's speed while the other streams heard leave room for it
-            rates = (capacity.share(heard=True), capacity.share(next_step=True, heard=True))
-            later = {"loaded_rate": capacity.share(loaded=True, heard=True), "steady_s": capacity.steady_s}
+            # is made once the load may have grown (another guild used the engine lately), at a full engine's
+            rates = (capacity.share(), capacity.share(next_step=True))
+            later = {"loaded_rate": capacity.share(loaded=True), "steady_s": capacity.steady_s}
             if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, *rates, **later):  # or all of it is made
                 break
             need = self.pacer.buffer_needed(progress, *rates, **later)
