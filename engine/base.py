@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
@@ -250,18 +249,11 @@ class Capacity:
     # the same of a stepping backend's steps after a run's first (its next window: no features to make first); 0:
     # not measured (audio_per_second stands for it)
     next_per_second: float = 0.0
-    # a slot's speed with every slot busy, and for how many seconds the load as it is now is taken to last: another key
-    # used the engine lately and may be back mid-utterance (inf: none did, the load stays; 0 speed: not measured)
-    loaded_per_second: float = 0.0
-    steady_s: float = math.inf
 
-    def share(self, *, next_step: bool = False, loaded: bool = False) -> float:
+    def share(self, *, next_step: bool = False) -> float:
         """Audio seconds per second this key can expect while the others stay busy (fair round-robin); `next_step`:
         for the next step of a run under way, at a later step's speed while no other key competes (else it may wait
-        for a slot behind theirs: the blend); `loaded`: once the load may have changed (after `steady_s`), with every
-        slot busy and another key back."""
-        if loaded and self.loaded_per_second > 0:
-            return self.loaded_per_second * min(float(self.per_key), self.slots / (max(1, self.other_keys) + 1))
+        for a slot behind theirs: the blend)."""
         slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
         later = next_step and self.next_per_second > 0 and not self.other_keys
         speed = self.next_per_second if later else self.audio_per_second

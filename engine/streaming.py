@@ -671,13 +671,12 @@ class StreamingEngine:
             competing = set(stats.waiting_urgent)
         else:
             competing = set(stats.waiting) | set(stats.running_per_key) | self._recently_asked()
-        # a slot's speed as measured with as many slots busy as there will be with this key's work added; while
-        # another key used the engine within ALONE_S (it may be back mid-utterance: on a 2-core EPYC a slot made
-        # 1.2-1.6 audio s per s alone and 1.0-1.09 beside another, more than the pacer's UNIT_MARGIN), that load is
-        # taken to last RECENT_KEYS_S and every slot to be busy after
+        # a slot's speed as measured with as many slots busy as there will be with this key's work added; with every
+        # slot busy while another key used the engine within ALONE_S (it may be back mid-utterance: on a 2-core EPYC
+        # a slot made 1.2-1.6 audio s per s alone and 1.0-1.09 beside another, more than the pacer's UNIT_MARGIN)
         slots, per_key = self.scheduler.max_concurrency, self.scheduler.per_key_limit
-        busy = min(slots, max(stats.running, len(competing | {key}) * per_key))
         alone = not self._ages_within(ALONE_S).keys() - {key}
+        busy = min(slots, max(stats.running, len(competing | {key}) * per_key)) if alone else slots
         return Capacity(
             slots=slots,
             running=stats.running,
@@ -686,8 +685,6 @@ class StreamingEngine:
             next_per_second=c.speed(busy, next_step=True),
             other_keys=len(competing - {key}),
             per_key=per_key,
-            loaded_per_second=c.speed(slots),
-            steady_s=math.inf if alone else RECENT_KEYS_S,
         )
 
     def _recently_asked(self) -> set[Hashable]:

@@ -135,19 +135,3 @@ def test_the_next_window_of_a_run_under_way_is_priced_at_a_later_steps_speed():
                                      0.5 / 2.3 + 0.6625 / 1.5 + UNIT_MARGIN * 0.875 / 1.5 - 1.1625), rel=1e-6)
     ended = Progress(chars=60, produced_s=0.36)  # no next unit named: all of it at the blend
     assert pacer.buffer_needed(ended, 1.5, 2.3) == pacer.buffer_needed(ended, 1.5)
-
-
-def test_units_made_once_the_load_may_have_grown_are_priced_at_a_full_engines_speed():
-    pacer = Pacer(seconds_per_char=0.07, units=(2.0,))
-    short, long = Progress(chars=40), Progress(chars=190)  # ~2.8 s and ~13.3 s of audio (3.5 s and 16.6 s with margin)
-    # a short utterance is made within the steady seconds: the load as it is now prices it all
-    assert pacer.buffer_needed(short, 1.3, loaded_rate=0.9, steady_s=5.0) == pacer.buffer_needed(short, 1.3)
-    # a long one's units past them at the loaded speed (below speech's here): a longer hold, as if the engine were full
-    # from there on
-    now_only = pacer.buffer_needed(long, 1.3)
-    later_loaded = pacer.buffer_needed(long, 1.3, loaded_rate=0.9, steady_s=5.0)
-    assert now_only < later_loaded < pacer.buffer_needed(long, 0.9)
-    # never priced faster than now: a loaded speed above the present one changes nothing
-    assert pacer.buffer_needed(long, 0.9, loaded_rate=2.0, steady_s=0.0) == pacer.buffer_needed(long, 0.9)
-    assert pacer.may_start(long, later_loaded, 1.3, loaded_rate=0.9, steady_s=5.0)
-    assert not pacer.may_start(long, now_only, 1.3, loaded_rate=0.9, steady_s=5.0)

@@ -90,13 +90,11 @@ class Player:
         held = time.monotonic()
         while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
             progress, capacity = utt.progress(), self.capacity(utt.request)
-            # the next window of a run under way has no features to make first: priced at a later step's speed; what
-            # is made once the load may have grown (another guild used the engine lately), at a full engine's
-            rates = (capacity.share(), capacity.share(next_step=True))
-            later = {"loaded_rate": capacity.share(loaded=True), "steady_s": capacity.steady_s}
-            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, *rates, **later):  # or all of it is made
+            # the next window of a run under way has no features to make first: priced at a later step's speed
+            rate, next_rate = capacity.share(), capacity.share(next_step=True)
+            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate, next_rate):  # or all of it is made
                 break
-            need = self.pacer.buffer_needed(progress, *rates, **later)
+            need = self.pacer.buffer_needed(progress, rate, next_rate)
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
             # looked at again when more audio is made or the engine's load (and so this guild's share) changes

@@ -68,11 +68,9 @@ class Pacer:
             return 0.0
         return max(self.length(p) * LENGTH_MARGIN - p.produced_s, min(self.units[0], self.length(p)))
 
-    def buffer_needed(self, p: Progress, rate: float, next_rate: float = 0.0, *, loaded_rate: float = 0.0,
-                      steady_s: float = math.inf) -> float:
+    def buffer_needed(self, p: Progress, rate: float, next_rate: float = 0.0) -> float:
         """Seconds of audio to hold before playing so the rest keeps ahead of the player at `rate` (the unit the engine
-        names as next at `next_rate` when given: the next window of a run under way has no features to make first;
-        a unit made past `steady_s` from now at `loaded_rate` when that is lower: the load may have grown by then).
+        names as next at `next_rate` when given: the next window of a run under way has no features to make first).
 
         The rest R comes in units (self.units, after those already made), unit j at r_j audio seconds per second: the
         player never runs dry when, for each unit k, what was in hand B plus the units before it last until it is
@@ -86,8 +84,6 @@ class Pacer:
         need, before, making = 0.0, 0.0, 0.0
         for k, unit in enumerate(self._units_after(p, rest)):
             r = next_rate if k == 0 and p.next_s > 0 and next_rate > 0 else rate
-            if loaded_rate > 0 and making + unit / r > steady_s:
-                r = min(r, loaded_rate)
             need = max(need, making + UNIT_MARGIN * unit / r - before)
             before += unit
             making += unit / r
@@ -128,12 +124,10 @@ class Pacer:
         k = next((i for i, u in enumerate(self.units) if u >= next_s - 1e-6), len(self.units) - 1)
         return [*self.units[k + 1:]] or [self.units[-1]]
 
-    def may_start(self, p: Progress, buffered_s: float, rate: float, next_rate: float = 0.0, *,
-                  loaded_rate: float = 0.0, steady_s: float = math.inf) -> bool:
-        """Whether an utterance with `buffered_s` in hand may start playing at `rate` (its next unit at `next_rate`,
-        units made past `steady_s` at `loaded_rate`): all of it made, or enough."""
-        return p.finished or buffered_s >= self.buffer_needed(p, rate, next_rate, loaded_rate=loaded_rate,
-                                                              steady_s=steady_s)
+    def may_start(self, p: Progress, buffered_s: float, rate: float, next_rate: float = 0.0) -> bool:
+        """Whether an utterance with `buffered_s` in hand may start playing at `rate` (its next unit at `next_rate`):
+        all of it made, or enough."""
+        return p.finished or buffered_s >= self.buffer_needed(p, rate, next_rate)
 
     def wait(self, ahead: Iterable[Progress], own: Progress, rate: float,
              synthesized_first: Iterable[Progress] | None = None) -> float:
