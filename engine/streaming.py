@@ -63,6 +63,7 @@ LEAD_PER_FIRST_CHUNK = 3.0  # ... plus this many times the engine's recent time 
 # audio s per s: the audio in hand grows too slowly to leave it, and two such utterances kept /say waiting 25 s)
 NEEDY_S = 0.5
 AHEAD_OF_ALL_S = 1e6  # ... by being due this much earlier
+WARM_UP_KEY = "warm-up"  # whom warm_up's utterance is made for
 
 
 @dataclass
@@ -615,8 +616,9 @@ class StreamingEngine:
         (segmenting, scheduling, resampling, framing), so the first request is not slower than later ones."""
         await self._warm_sessions()
         if not self._async:  # a remote backend's first request would cost its server a synthesis for nothing
-            async for _chunk in self.stream("Hello there.", Voice(), key="warm-up"):
+            async for _chunk in self.stream("Hello there.", Voice(), key=WARM_UP_KEY):
                 pass
+            self._recent_keys.pop(WARM_UP_KEY, None)  # no guild: the first one's speech has the engine alone
         else:
             await self.backend.warm_up()  # type: ignore[misc]  # (an AsyncBackend's: a server's languages)
         give_back()  # what warming up allocated and freed (phonemizers, first runs) leaves the heap

@@ -371,6 +371,20 @@ async def test_a_run_is_alone_until_another_key_used_the_engine_within_alone_s(m
     assert backend.alone == [True, True, False, True]
 
 
+async def test_the_first_guild_after_warming_up_has_the_engine_alone() -> None:
+    """Warming up is no guild: the first one's speech after it is made as the engine's alone (its first words sooner),
+    not as if another guild might be back mid-utterance."""
+    backend = FakeAloneBackend()
+    engine = StreamingEngine(backend, _settings())
+    try:
+        await engine.warm_up()
+        await _collect(engine, "First words.", key="a")
+        capacity = engine.capacity("a")
+    finally:
+        await engine.close()
+    assert backend.alone[-1] is True and capacity.other_keys == 0
+
+
 async def test_a_sentence_backend_gets_whole_sentences_and_one_slot_per_window() -> None:
     backend = FakeWindowBackend(windows=3)
     engine = StreamingEngine(backend, _settings())
