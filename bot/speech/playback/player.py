@@ -64,15 +64,15 @@ class Player:
         boundary)."""
         return src.giving_way and not src.frames_read
 
-    async def _first_audio(self, utt: Utterance, src: StreamingSource) -> bool | Outcome:
-        """Wait for `utt`'s first audio (or its end, or a give-way): True; False past FIRST_AUDIO_TIMEOUT_S; STALE for
-        a readout overdue while other guilds wait for the engine (skipping it frees the engine for them; alone,
-        it is read late rather than not at all: an engine slower than speech would have every message skipped)."""
+    async def _first_audio(self, utt: Utterance, src: StreamingSource) -> Outcome | None:
+        """Wait for `utt`'s first audio (or its end, or a give-way): None; STALE for a readout overdue while other
+        guilds wait for the engine (skipping it frees the engine for them; alone, it is read late rather than not at
+        all: an engine slower than speech would have every message skipped). TimeoutError past FIRST_AUDIO_TIMEOUT_S."""
         deadline = time.monotonic() + FIRST_AUDIO_TIMEOUT_S
         while not (src.first_frame_ready.is_set() or src.giving_way):
             now = time.monotonic()
             if now >= deadline:
-                return False
+                raise TimeoutError
             if utt.overdue(now):
                 if self.capacity(utt.request).other_keys:
                     return Outcome.STALE
@@ -80,7 +80,7 @@ class Player:
             else:
                 wait = min(deadline - now, _until_start_by(utt))
             await first_of(src.wait_started(wait), self.load_changed())  # (its TimeoutError ends it, no more)
-        return True
+        return None
 
     async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
         """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
@@ -114,12 +114,14 @@ class Player:
     async def _play(self, utt: Utterance, handle: TrackHandle) -> Outcome | None:
         src = handle.source
         src.resume()
-        started = await self._first_audio(utt, src)
-        if started is not True:
+        try:
+            stale = await self._first_audio(utt, src)
+        except TimeoutError:
             src.close()
-            if started is Outcome.STALE:
-                return Outcome.STALE
             return await self.fail(utt, "Speech took too long to start; please try again.")
+        if stale is not None:
+            src.close()
+            return stale
         if utt.skipped:
             return Outcome.SKIPPED
         if self._yields(src):  # asked-for speech came before a word of this was made
