@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -74,6 +74,22 @@ class AudioChunk:
         return len(self.pcm) / (2 * self.channels * self.sample_rate)
 
 
+@runtime_checkable
+class Stream(Protocol):
+    """One utterance's audio as it is made (an async iterator of AudioChunk), and when it may start playing."""
+
+    def __aiter__(self) -> Stream: ...
+
+    async def __anext__(self) -> AudioChunk: ...
+
+    async def aclose(self) -> None: ...
+
+    def hold_s(self) -> float:
+        """Audio seconds to have in hand before playing starts so that it never runs dry, at the engine's load now
+        (0: play at once; inf: make all of it first); its listener asks again when the load changes."""
+        ...
+
+
 @dataclass(frozen=True)
 class StockVoice:
     """A voice that ships with the engine, as users choose it (/voice list, /voice use)."""
@@ -106,12 +122,10 @@ class BackendInfo:
     # the next one brings, about; 0: none follows), and its generator may resume on any thread, so the engine asks the
     # scheduler for a slot before each; False: it yields audio, and a segment runs whole on one thread
     steps: bool = False
-    # audio seconds each unit of a stream arrives in, in order, the last repeating (the pacer holds enough to cover
-    # making the next): Piper's are sentences (about 2 s), Kokoro's its vocoder windows growing
+    # audio seconds each unit of a run arrives in under load, in order, the last repeating (the load simulator's
+    # schedule, bench/load/simulate.py): Piper's are sentences (about 2 s), Kokoro's its vocoder windows growing
     units: tuple[float, ...] = (2.0,)
-    # other schedules a stream may follow (Kokoro's run started alone: smaller windows first); `units` is the one the
-    # pacer assumes until the engine names a next unit one of these holds
-    alt_units: tuple[tuple[float, ...], ...] = ()
+    unit_growth: float = 1.0  # each unit of a run is at most this many times the one before (to max(units))
     # other backends whose stored features this one reads (a voice registered under them speaks until it is fitted
     # again for this one): a voice whose blob is of a kind not in `features` is spoken by the first of them that
     # speaks it (engine/catalog.py)
@@ -249,6 +263,7 @@ class Capacity:
     # the same of a stepping backend's steps after a run's first (its next window: no features to make first); 0:
     # not measured (audio_per_second stands for it)
     next_per_second: float = 0.0
+    heard_others: int = 0  # other streams playing now with audio still to make (each needs a slot 1/speed of the time)
 
     def share(self, *, next_step: bool = False) -> float:
         """Audio seconds per second this key can expect while the others stay busy (fair round-robin); `next_step`:
@@ -335,14 +350,15 @@ class Engine(Protocol):
         channels: int = DISCORD_CHANNELS,
         urgent: bool = False,
         heard: Callable[[], float | None] | None = None,
-    ) -> AsyncGenerator[AudioChunk, None]:
+    ) -> Stream:
         """Yield audio segment by segment as it is synthesized, converted to `rate`/`channels`.
 
-        At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES). `urgent` segments are
-        served before the others (asked-for speech before channel readout); each level is fair across keys.
-        `heard`: the audio seconds of it the listener has heard, None while no listener waits for it (made ahead
-        of its turn, or paused): a later segment is due before its audio in hand runs out only while one does,
-        else in turn like a first one. Without it the stream is taken to play from its first chunk on.
+        At 48 kHz stereo every chunk is a whole number of 20 ms frames (FRAME_BYTES). Every unit of work has a
+        deadline (engine/realtime.py): the first by the TTFA target of its class (`urgent`: asked-for speech, else
+        readout), later ones by when the audio in hand runs out. `heard`: the audio seconds of it the listener has
+        heard, None while no listener waits for it (made ahead of its turn, or paused): its units have no deadline
+        then. Without it the stream is taken to play from its first chunk on. The stream says how much audio to hold
+        before playing (`Stream.hold_s`).
         """
         ...
 

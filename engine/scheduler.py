@@ -1,6 +1,5 @@
-"""Global synthesis capacity shared fairly: FIFO within a key, round-robin across keys, a per-key limit; urgent
-waiters (asked-for speech) are served before the others; a waiter that says when it is due (a later segment of
-audio already playing) goes by that deadline, so one with enough audio in hand lets a first segment go first."""
+"""The engine's slots, earliest deadline first: each unit of work says when it must start (engine/realtime.py), a
+per-key cap, and units with no deadline now (made ahead of their turn) taking turns by key after every deadline."""
 
 from __future__ import annotations
 
@@ -13,13 +12,15 @@ from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+Deadline = Callable[[], float | None]  # when a unit must start (the clock's seconds); None: no deadline now
+
 
 @dataclass(frozen=True)
 class SchedulerStats:
     running: int
     waiting: dict[Hashable, int]  # all waiters per key, urgent ones included
     running_per_key: dict[Hashable, int]
-    waiting_urgent: dict[Hashable, int] = field(default_factory=dict)  # urgent waiters per key
+    waiting_urgent: dict[Hashable, int] = field(default_factory=dict)  # asked-for speech's waiters per key
 
 
 class Grant:
@@ -39,49 +40,45 @@ class Grant:
     def release(self) -> None:
         if not self._released:
             self._released = True
-            self._scheduler._release(self.key)
+            self._scheduler._release(self)
 
 
 class Scheduler:
     """At most `max_concurrency` grants at once, at most `per_key_limit` per key.
 
-    Waiters of one key are served in order. Among keys, the waiter due first goes first: a plain waiter is
-    due when it arrived, or when its key was last served if that is later (so keys take turns and one busy
-    key cannot starve the others); a waiter with `due` (a callable, monotonic seconds, asked at each grant)
-    is due then: a later segment of speech that is playing, due shortly before its audio in hand runs out (a
-    `due` that says None has no deadline now, and waits like a plain waiter: speech no listener waits for yet).
-    Urgent waiters have a level of their own, served first (the bot's /say before channel readout), except an
-    urgent waiter with a deadline still ahead (a later segment with audio in hand), which waits its turn by
-    that deadline among the others, and a waiter of either level whose deadline has come goes first. A
+    Earliest deadline first: among the keys under their cap, the head waiter whose `deadline` (asked at each grant) is
+    earliest goes; a key's waiters go in order. A waiter whose deadline says None (speech no listener waits for yet)
+    comes after every deadline, keys taking turns (due when it arrived, or when its key was last served if later), so
+    one busy key cannot starve another. A unit is not preempted: a first unit may wait for the slot of a unit with slack
+    that started before it came, at most one unit's making time (the start rule prices that: engine/realtime.py). A
     waiter that is cancelled leaves the queue; one cancelled just as it was granted gives the slot back.
-    Must be used from one event loop.
+    Must be used from one event loop; `clock` is the engine's (the loop's time in the simulator).
     """
 
-    def __init__(self, max_concurrency: int, per_key_limit: int | None = None) -> None:
+    def __init__(self, max_concurrency: int, per_key_limit: int | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.max_concurrency = max_concurrency
         self.per_key_limit = max(1, per_key_limit) if per_key_limit else max_concurrency
-        # [urgent, normal]: waiters per key, and the keys with waiters in serving order
-        self._levels: tuple[_Level, _Level] = (_Level(), _Level())
+        self.clock = clock
+        self._queues: dict[Hashable, deque[_Waiter]] = {}  # waiters per key, in order
+        self._served: dict[Hashable, float] = {}  # when each key with waiters was last served
         self._running: dict[Hashable, int] = {}
         self._total = 0
         self._area = 0.0  # grants held times seconds, up to _area_at (how busy the slots were, integrated)
-        self._area_at = time.monotonic()
+        self._area_at: float | None = None
         self.on_change: Callable[[], None] | None = None  # told after each waiter, grant and release
 
     # -- public ---------------------------------------------------------------------------------
 
-    async def acquire(self, key: Hashable, *, urgent: bool = False,
-                      due: Callable[[], float | None] | None = None) -> Grant:
+    async def acquire(self, key: Hashable, *, deadline: Deadline | None = None, urgent: bool = False) -> Grant:
+        """A slot for `key`'s next unit, by its `deadline`; `urgent`: asked-for speech (counted apart in stats, for the
+        engine's view of the load)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Grant] = loop.create_future()
-        level = self._levels[0 if urgent else 1]
-        queue = level.queues.get(key)
-        if queue is None:
-            queue = level.queues[key] = deque()
-        waiter = _Waiter(fut, due)
-        queue.append(waiter)
+        waiter = _Waiter(fut, deadline, self.clock(), urgent)
+        self._queues.setdefault(key, deque()).append(waiter)
         self._dispatch()
         try:
             return await fut
@@ -89,8 +86,17 @@ class Scheduler:
             if fut.done() and not fut.cancelled():
                 fut.result().release()  # granted in the same instant it was cancelled
             else:
-                self._forget(level, key, fut)
+                self._forget(key, fut)
             raise
+
+    def keep(self, grant: Grant, at: float | None) -> bool:
+        """Whether `grant`'s key may keep its slot for its next unit, due at `at` (None: no deadline): no waiter of
+        another key goes before it (the slot passes at a unit's boundary as if the next unit had asked, without the gap
+        in which a later waiter would take it). False: the caller releases it and asks again."""
+        if grant.released or at is None:
+            return False
+        best = self._best(exclude=grant.key)
+        return best is None or (at, -1) < best[1][:2]
 
     @property
     def running(self) -> int:
@@ -98,38 +104,36 @@ class Scheduler:
         return self._total
 
     def busy_area(self) -> float:
-        """Grants held, integrated over time (grant-seconds since the scheduler was made): the mean number of slots
-        busy between two readings is their difference over the time between them."""
-        now = time.monotonic()
-        self._area += self._total * (now - self._area_at)
+        """Grants held, integrated over time (grant-seconds since the first reading): the mean number of slots busy
+        between two readings is their difference over the time between them."""
+        now = self.clock()
+        if self._area_at is not None:
+            self._area += self._total * (now - self._area_at)
         self._area_at = now
         return self._area
 
     @asynccontextmanager
-    async def slot(self, key: Hashable, *, urgent: bool = False) -> AsyncIterator[Grant]:
-        grant = await self.acquire(key, urgent=urgent)
+    async def slot(self, key: Hashable, *, deadline: Deadline | None = None) -> AsyncIterator[Grant]:
+        grant = await self.acquire(key, deadline=deadline)
         try:
             yield grant
         finally:
             grant.release()
 
     def stats(self) -> SchedulerStats:
-        urgent, normal = self._levels
-        waiting = {k: len(q) for k, q in normal.queues.items() if q}
-        for k, q in urgent.queues.items():
-            if q:
-                waiting[k] = waiting.get(k, 0) + len(q)
+        waiting = {k: len(q) for k, q in self._queues.items() if q}
+        urgent = {k: n for k, q in self._queues.items() if (n := sum(w.urgent for w in q))}
         return SchedulerStats(
             running=self._total,
             waiting=waiting,
             running_per_key={k: n for k, n in self._running.items() if n},
-            waiting_urgent={k: len(q) for k, q in urgent.queues.items() if q},
+            waiting_urgent=urgent,
         )
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _forget(self, level: _Level, key: Hashable, fut: asyncio.Future[Grant]) -> None:
-        queue = level.queues.get(key)
+    def _forget(self, key: Hashable, fut: asyncio.Future[Grant]) -> None:
+        queue = self._queues.get(key)
         if queue is None:
             return
         for waiter in queue:
@@ -137,57 +141,55 @@ class Scheduler:
                 queue.remove(waiter)
                 break
         if not queue:
-            level.queues.pop(key, None)
-            level.served.pop(key, None)
+            self._queues.pop(key, None)
+            self._served.pop(key, None)
         self._dispatch()
 
-    def _release(self, key: Hashable) -> None:
+    def _release(self, grant: Grant) -> None:
         self.busy_area()
         self._total -= 1
-        n = self._running.get(key, 0) - 1
+        n = self._running.get(grant.key, 0) - 1
         if n > 0:
-            self._running[key] = n
+            self._running[grant.key] = n
         else:
-            self._running.pop(key, None)
+            self._running.pop(grant.key, None)
         self._dispatch()
 
     def _dispatch(self) -> None:
-        while self._total < self.max_concurrency:
-            if not self._grant_one():
-                break  # nobody waits, or every waiting key is at its limit
+        while self._grant_one():
+            pass
         if self.on_change is not None:
             self.on_change()
 
-    def _grant_one(self) -> bool:
-        """Grant the waiter that goes first and whose key is under its limit; False when there is none.
+    def _best(self, exclude: Hashable = None) -> tuple[Hashable, tuple[float, float, int], _Waiter] | None:
+        """The key whose head waiter goes first (under its cap; not `exclude`), its order and the waiter."""
+        best: tuple[Hashable, tuple[float, float, int], _Waiter] | None = None
+        for key, queue in self._queues.items():
+            if key == exclude or self._running.get(key, 0) >= self.per_key_limit:
+                continue
+            waiter = queue[0]
+            at = waiter.deadline() if waiter.deadline is not None else None
+            # no deadline: after every deadline, keys in turn (by arrival, or the key's last service if later)
+            order = (at, 0.0, waiter.seq) if at is not None else (
+                math.inf, max(waiter.arrived, self._served.get(key, -math.inf)), waiter.seq)
+            if best is None or order < best[1]:
+                best = (key, order, waiter)
+        return best
 
-        First: urgent waiters without a deadline, and waiters whose deadline has come (speech about to run dry,
-        at either level); by when they are due. Then every other waiter by when it is due: a later segment of
-        urgent speech with enough audio in hand waits like any other (it does not hold back readout's first
-        segments for as long as it has audio to play)."""
-        now = time.monotonic()
-        while True:
-            best, best_at = None, (2, math.inf, math.inf)
-            for level in self._levels:
-                for key, queue in level.queues.items():
-                    if self._running.get(key, 0) >= self.per_key_limit:
-                        continue
-                    waiter = queue[0]
-                    due, deadline = level.due(key, waiter)
-                    first = (level is self._levels[0] and not deadline) or (deadline and due <= now)
-                    at = (0 if first else 1, due, waiter.seq)
-                    if at < best_at:
-                        best, best_at = (level, key), at
+    def _grant_one(self) -> bool:
+        """Grant the waiter that goes first; False when none may go now (every slot busy, or nobody waits)."""
+        while self._total < self.max_concurrency:
+            best = self._best()
             if best is None:
                 return False
-            level, key = best
-            queue = level.queues[key]
-            waiter = queue.popleft()
+            key, _order, waiter = best
+            queue = self._queues[key]
+            queue.popleft()
             if queue:  # its next waiter goes behind those already waiting
-                level.served[key] = time.monotonic()
+                self._served[key] = self.clock()
             else:  # (a waiter that comes later arrives after now anyway)
-                level.queues.pop(key, None)
-                level.served.pop(key, None)
+                self._queues.pop(key, None)
+                self._served.pop(key, None)
             if waiter.fut.done():  # cancelled but not yet forgotten
                 continue
             self.busy_area()
@@ -195,35 +197,20 @@ class Scheduler:
             self._running[key] = self._running.get(key, 0) + 1
             waiter.fut.set_result(Grant(self, key))
             return True
+        return False
 
 
 _SEQ = itertools.count()
 
 
 class _Waiter:
-    """One acquire: its future, when it arrived, and when it is due (if it says)."""
+    """One acquire: its future, when it must start (if it says), when it arrived, and whether it is asked-for speech."""
 
-    __slots__ = ("fut", "due", "arrived", "seq")
+    __slots__ = ("fut", "deadline", "arrived", "urgent", "seq")
 
-    def __init__(self, fut: asyncio.Future[Grant], due: Callable[[], float | None] | None) -> None:
+    def __init__(self, fut: asyncio.Future[Grant], deadline: Deadline | None, arrived: float, urgent: bool) -> None:
         self.fut = fut
-        self.due = due
-        self.arrived = time.monotonic()
+        self.deadline = deadline
+        self.arrived = arrived
+        self.urgent = urgent
         self.seq = next(_SEQ)
-
-
-class _Level:
-    """One priority level's waiters: a FIFO per key, and when each key was last served."""
-
-    __slots__ = ("queues", "served")
-
-    def __init__(self) -> None:
-        self.queues: dict[Hashable, deque[_Waiter]] = {}
-        self.served: dict[Hashable, float] = {}
-
-    def due(self, key: Hashable, waiter: _Waiter) -> tuple[float, bool]:
-        """When `waiter` is due, and whether by a deadline of its own (its `due` says one now: speech being heard)."""
-        at = waiter.due() if waiter.due is not None else None
-        if at is not None:
-            return at, True
-        return max(waiter.arrived, self.served.get(key, -math.inf)), False

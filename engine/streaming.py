@@ -6,7 +6,6 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
-import math
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Hashable, Iterator
@@ -29,6 +28,7 @@ from engine.base import (
     EngineError,
     EngineStats,
     Progress,
+    Stream,
     SynthesisTimeout,
     TextRejected,
     Voice,
@@ -36,7 +36,8 @@ from engine.base import (
 from engine.catalog import VoiceCatalog
 from engine.heap import give_back
 from engine.load_changes import LoadChanges
-from engine.scheduler import Grant, Scheduler
+from engine.realtime import SPEED_WEIGHT, PlayOut, stream_hold_s
+from engine.scheduler import Deadline, Grant, Scheduler
 from engine.segment import clean_text, split_segments, split_sentences
 from engine.settings import EngineSettings
 
@@ -46,23 +47,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _END = object()  # a job's queue sentinel: the segment is complete
-SPEED_WEIGHT = 0.1  # weight of the newest segment in the moving average of synthesis speed
 RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as competing for the engine
 # a stream is the engine's alone when no other key asked for a slot for this long: a stepping backend may then follow
 # its schedule for an idle engine (BackendInfo.alt_units: Kokoro's smaller first windows). At the load bench's 0.7x
 # (an item every ~2 s) a gap of 5 s was common and those runs ran dry when the next guild came (113 underrun frames
 # per 100 utterances on a 2-core EPYC, against 0 with the loaded schedule: 2026-12-06-sentences-and-windows.md)
 ALONE_S = 30.0
-SEGMENT_LEAD_S = 1.0  # a later segment is due this long before the audio in hand runs out (time to make it) ...
-LEAD_PER_FIRST_CHUNK = 3.0  # ... plus this many times the engine's recent time from a slot to a segment's first
-# chunk (Kokoro's ~1-3 s where Piper's is ~0.1 s: with a fixed lead its later segments came too late under load):
-# a wait for a slot held by another's window, its own window, and the windows' growth past the mean step (2 ran two
-# 36 s /says dry in the over plan once the audio in hand was counted from what was heard, not from the first chunk)
-# a later segment with less audio in hand than this plus the lead goes before every first one ... (3 s made a long
-# utterance's windows outrank every first window for its whole length on a 2-core EPYC, whose slots make ~1.1-1.6
-# audio s per s: the audio in hand grows too slowly to leave it, and two such utterances kept /say waiting 25 s)
-NEEDY_S = 0.5
-AHEAD_OF_ALL_S = 1e6  # ... by being due this much earlier
 WARM_UP_KEY = "warm-up"  # whom warm_up's utterance is made for
 
 
@@ -88,6 +78,12 @@ class EngineCounters:
     next_speeds: dict[int, float] = field(default_factory=dict)
     measures: dict[tuple[bool, int], int] = field(default_factory=dict)  # (later steps?, slots busy) -> how many
     by_load: dict[int, list[float]] = field(default_factory=dict)  # slots busy -> [audio seconds, slot seconds]
+    seconds_per_char: float = 0.07  # audio seconds per character of text at speed 1, learned from every stream made
+
+    def learn_length(self, chars: float, audio_seconds: float) -> None:
+        """A stream of `chars` characters (at speed 1) made `audio_seconds`: folded into seconds_per_char."""
+        if chars >= 10 and audio_seconds > 0:
+            self.seconds_per_char += SPEED_WEIGHT * (min(0.3, max(0.02, audio_seconds / chars)) - self.seconds_per_char)
 
     def first_chunk(self, seconds: float) -> None:
         """A unit of work's first chunk came `seconds` after its slot: the moving average of that wait."""
@@ -130,6 +126,7 @@ class EngineCounters:
     def snapshot(self) -> dict[str, float]:
         out = asdict(self)
         del out["first_chunk_s"], out["speeds"], out["next_speeds"], out["measures"], out["by_load"]
+        del out["seconds_per_char"]
         return out
 
 
@@ -148,61 +145,6 @@ class _Job:
         self.task: asyncio.Task[None] | None = None
         self.first_at: float | None = None  # perf_counter when the backend made its first chunk
         self.last_call: concurrent.futures.Future[Any] | None = None  # a stepping backend's latest step
-
-
-class _AudioClock:
-    """When one stream's audio in hand runs out while it is heard (from its first chunk on, unless the listener says
-    how much it heard: `heard`): later segments are due a little before that (the scheduler serves the one due
-    first); one no listener waits for yet (made ahead of its turn, or paused) has no deadline and waits its turn."""
-
-    __slots__ = ("first", "made_s", "lead", "heard")
-
-    def __init__(self, lead: Callable[[], float] = lambda: 0.0,
-                 heard: Callable[[], float | None] | None = None) -> None:
-        self.first: float | None = None  # monotonic time of the first audio handed out
-        self.made_s = 0.0
-        self.lead = lead  # seconds a segment needs beyond SEGMENT_LEAD_S before its first audio (the engine's measure)
-        self.heard = heard  # the listener's: audio seconds heard, None while none waits for it (Engine.stream)
-
-    def add(self, seconds: float) -> None:
-        if self.first is None:
-            self.first = time.monotonic()
-        self.made_s += seconds
-
-    def _runs_dry(self) -> float | None:
-        """Monotonic time the audio handed out runs out; None while no listener waits for it."""
-        if self.heard is None:
-            assert self.first is not None
-            return self.first + self.made_s
-        heard = self.heard()
-        return None if heard is None else time.monotonic() + max(0.0, self.made_s - heard)
-
-    def in_hand(self, coming_s: float = 0.0) -> float:
-        """Seconds of audio handed out and not yet heard, with `coming_s` (inf while no listener waits for it)."""
-        if self.first is None:
-            return coming_s
-        runs_dry = self._runs_dry()
-        return math.inf if runs_dry is None else coming_s + max(0.0, runs_dry - time.monotonic())
-
-    def needy(self, coming_s: float = 0.0) -> bool:
-        """Whether the audio in hand (with `coming_s` more about to be handed out) runs out within NEEDY_S plus the
-        lead: the next segment then goes before every first one."""
-        return self.in_hand(coming_s) < NEEDY_S + self.lead()
-
-    def due(self) -> float | None:
-        """Monotonic time the next segment is due (inf before any audio: the first segment is still coming; None
-        while no listener waits for it: no deadline, it waits its turn). One whose audio in hand runs out within
-        NEEDY_S is due ahead of every waiter without a deadline (a playing utterance must not run dry behind new
-        ones' first segments when the engine is overloaded)."""
-        if self.first is None:
-            return math.inf
-        runs_dry = self._runs_dry()
-        if runs_dry is None:
-            return None
-        lead = SEGMENT_LEAD_S + self.lead()
-        if max(0.0, runs_dry - time.monotonic()) < NEEDY_S + self.lead():  # needy(), the listener asked once
-            return runs_dry - lead - AHEAD_OF_ALL_S
-        return runs_dry - lead
 
 
 class _PinnedSegment:
@@ -241,6 +183,28 @@ class _PinnedSegment:
         return produced
 
 
+class _Stream:
+    """Engine.stream's Stream: the chunks as made, and how much to hold before playing (StreamingEngine._hold)."""
+
+    __slots__ = ("_chunks", "_hold")
+
+    def __init__(self, chunks: AsyncGenerator[AudioChunk, None], hold: Callable[[], float]) -> None:
+        self._chunks = chunks
+        self._hold = hold
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> AudioChunk:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+
+    def hold_s(self) -> float:
+        return self._hold()
+
+
 def _is_async(backend: Backend | AsyncBackend) -> bool:
     return isinstance(backend, AsyncBackend) and not isinstance(backend, Backend)
 
@@ -276,15 +240,19 @@ class StreamingEngine:
         *,
         scheduler: Scheduler | None = None,
         catalog: VoiceCatalog | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
         self.catalog = catalog if catalog is not None else VoiceCatalog(backend)  # every voice, and what it speaks
         self.settings = settings or EngineSettings()
-        self.scheduler = scheduler or Scheduler(self.settings.max_concurrency, self.settings.per_key_limit)
+        # the engine's one clock: every deadline is on it (the scheduler's, so a fake one drives both in tests)
+        self.scheduler = scheduler or Scheduler(self.settings.max_concurrency, self.settings.per_key_limit,
+                                                clock=clock)
         self.counters = EngineCounters()
         self._load = LoadChanges()  # capacity_changed(): the scheduler's waiters, grants and releases, the speed
         self.scheduler.on_change = self._load.notify
         self._recent_keys: dict[Hashable, float] = {}  # key -> loop time it last asked for a slot
+        self._playouts: set[PlayOut] = set()  # every stream under way
         self.max_abandoned = max(0, self.settings.max_abandoned)
         self._async = _is_async(backend)
         self._pool = WorkerPool(max(1, self.settings.workers), name="engine")
@@ -330,7 +298,7 @@ class StreamingEngine:
 
     # -- streaming ------------------------------------------------------------------------------
 
-    async def stream(
+    def stream(
         self,
         text: str,
         voice: Voice,
@@ -340,7 +308,25 @@ class StreamingEngine:
         channels: int = DISCORD_CHANNELS,
         urgent: bool = False,
         heard: Callable[[], float | None] | None = None,
-    ) -> AsyncGenerator[AudioChunk, None]:
+    ) -> Stream:
+        playout = PlayOut(self.scheduler.clock, urgent=urgent, heard=heard, making=self._making, key=key)
+        self._playouts.add(playout)
+        chars = len(text) / max(voice.speed, 0.1) if isinstance(text, str) else 0.0  # in characters at speed 1
+        return _Stream(self._chunks(text, voice, key, rate, channels, urgent, playout, chars),
+                       lambda: self._hold(key, urgent, playout, chars))
+
+    def _hold(self, key: Hashable, urgent: bool, playout: PlayOut, chars: float) -> float:
+        """Audio seconds a stream must have in hand to start playing (engine/realtime.py) at this key's share of the
+        engine now, the rest estimated from its text at the seconds per character learned."""
+        if playout.done:
+            return 0.0
+        rest = chars * self.counters.seconds_per_char - playout.made_s
+        info = self.backend.info
+        return stream_hold_s(self.capacity(key, urgent=urgent), playout.next_s, self.counters.first_chunk_s, rest,
+                             max(info.units), info.unit_growth)
+
+    async def _chunks(self, text: str, voice: Voice, key: Hashable, rate: int, channels: int, urgent: bool,
+                      playout: PlayOut, chars: float) -> AsyncGenerator[AudioChunk, None]:
         if self._closed:
             raise EngineError("The speech engine is shut down.")
         backend, voice = self.catalog.backend_for(voice)
@@ -355,20 +341,19 @@ class StreamingEngine:
         jobs = [_Job(i, s) for i, s in enumerate(segments)]
         self.counters.utterances += 1
         done = False
-        clock = _AudioClock(lambda: LEAD_PER_FIRST_CHUNK * self.counters.first_chunk_s, heard)
         bytes_per_s = rate * channels * 2
         stepped = backend.info.steps and not _is_async(backend)
         steps: asyncio.Task[None] | None = None
 
         def start(i: int) -> None:
             if i < len(jobs) and jobs[i].task is None:
-                due = clock.due if i else None  # the first segment: as soon as it can (in turn)
-                jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key, urgent, due))
+                jobs[i].task = asyncio.create_task(self._produce(jobs[i], backend, voice, key, urgent,
+                                                                 playout.deadline))
 
         try:
             if stepped:
                 steps = asyncio.create_task(self._produce_steps(jobs, backend, voice, key, urgent,  # type: ignore[arg-type]
-                                                                clock))
+                                                                playout))
             else:
                 start(0)
             for job in jobs:
@@ -382,16 +367,19 @@ class StreamingEngine:
                         raise item
                     audio, next_s = item if isinstance(item, tuple) else (item, 0.0)
                     pcm = conv.feed(audio)
+                    playout.next_s = next_s
                     if pcm:
-                        clock.add(len(pcm) / bytes_per_s)
+                        playout.add(len(pcm) / bytes_per_s)
                         yield AudioChunk(pcm, rate, channels, segment=job.index, next_s=next_s)
             tail = conv.flush()
             if conv.samples_out == 0:
                 raise TextRejected("There is nothing to say in that text.")
-            done = True
+            done = playout.done = True
+            self.counters.learn_length(chars, playout.made_s + len(tail) / bytes_per_s)
             yield AudioChunk(tail, rate, channels, segment=len(jobs) - 1, final=True)
         finally:
             conv.close()
+            self._playouts.discard(playout)
             if not done:
                 cancelled = False
                 for task in [steps, *(job.task for job in jobs)]:
@@ -404,22 +392,22 @@ class StreamingEngine:
                     self.counters.cancelled += 1
 
     async def _produce(self, job: _Job, backend: Backend | AsyncBackend, voice: Voice, key: Hashable,
-                       urgent: bool, due: Callable[[], float | None] | None) -> None:
-        """One segment in one slot: a blocking backend's on one pool thread (_PinnedSegment), an async one's on the
-        loop."""
+                       urgent: bool, deadline: Deadline) -> None:
+        """One segment in one slot, by its `deadline`: a blocking backend's on one pool thread (_PinnedSegment), an
+        async one's on the loop."""
         loop = asyncio.get_running_loop()
         try:
             self._recent_keys[key] = loop.time()
-            job.grant = await self.scheduler.acquire(key, urgent=urgent, due=due)
+            job.grant = await self.scheduler.acquire(key, deadline=deadline, urgent=urgent)
             if self.trace is not None:
                 self.trace("granted", key, job.index)
             t0, area = time.perf_counter(), self.scheduler.busy_area()
-            deadline = loop.time() + self.settings.segment_timeout_s
+            give_up = loop.time() + self.settings.segment_timeout_s
             produced = 0
             if _is_async(backend):
-                produced = await self._run_async(job, backend, voice, deadline)  # type: ignore[arg-type]
+                produced = await self._run_async(job, backend, voice, give_up)  # type: ignore[arg-type]
             else:
-                produced = await self._run_blocking(job, backend, voice, deadline)  # type: ignore[arg-type]
+                produced = await self._run_blocking(job, backend, voice, give_up)  # type: ignore[arg-type]
             if self.trace is not None:
                 self.trace("synthesized", key, job.index)
             took = time.perf_counter() - t0
@@ -438,15 +426,18 @@ class StreamingEngine:
             self._finish(job)
 
     async def _produce_steps(self, jobs: list[_Job], backend: Backend, voice: Voice, key: Hashable, urgent: bool,
-                             clock: _AudioClock) -> None:
+                             playout: PlayOut) -> None:
         """A stepping backend's segments in turn (BackendInfo.steps), each item of its generator one unit of work in
-        a slot of its own: the utterance's first as soon as it can (in turn), every later one by when the audio in
-        hand runs out (`clock.due`). So a long sentence's later windows let other utterances' first ones go first,
-        the engine's speed is measured window by window, and a skipped utterance stops at its next window. A step
-        whose next is needy at once (clock.needy: it would go before every first one) keeps its slot for it, so a
-        first window waiting cannot take the slot in between and leave speech that plays to run dry."""
-        first, held = True, None
+        a slot of its own, due by the stream's play-out (`playout.deadline`: the first by its listener's TTFA target,
+        every later one by when the audio in hand runs out). So a long sentence's later windows let other utterances'
+        first ones go first, the engine's speed is measured window by window, and a skipped utterance stops at its
+        next window. A step keeps its slot for the next when no other waiter is due before it (Scheduler.keep)."""
+        held, next_s = None, 0.0
         cancels, alone = takes_kwarg(backend, "cancel"), takes_kwarg(backend, "alone")
+
+        def deadline() -> float | None:
+            return playout.deadline(next_s=next_s)
+
         try:
             for job in jobs:
                 kwargs: dict[str, Any] = {"cancel": job.token} if cancels else {}
@@ -456,13 +447,15 @@ class StreamingEngine:
                 try:
                     more, opens = 1.0, True
                     while more:
-                        audio, more, grant = await self._step(job, items, key, urgent, None if first else clock.due,
-                                                              backend, held, later=not opens)
+                        audio, more, grant = await self._step(job, items, key, urgent, deadline, backend, held,
+                                                              later=not opens)
                         opens = False
                         job.queue.put_nowait((audio, more))
-                        first = False
+                        coming_s = len(audio) / backend.info.sample_rate
+                        next_s = more
                         follows = more or job is not jobs[-1]
-                        held = grant if follows and clock.needy(len(audio) / backend.info.sample_rate) else None
+                        keep = follows and self.scheduler.keep(grant, playout.deadline(coming_s, next_s))
+                        held = grant if keep else None
                         if held is None:
                             grant.release()  # free before the next step asks again
                     self.counters.segments_done += 1
@@ -480,16 +473,15 @@ class StreamingEngine:
                 held.release()
         self._load.notify()
 
-    async def _step(self, job: _Job, items: Iterator[Any], key: Hashable, urgent: bool,
-                    due: Callable[[], float | None] | None, backend: Backend,
-                    held: Grant | None, *, later: bool = False) -> tuple[np.ndarray, float, Grant]:
+    async def _step(self, job: _Job, items: Iterator[Any], key: Hashable, urgent: bool, deadline: Deadline,
+                    backend: Backend, held: Grant | None, *, later: bool = False) -> tuple[np.ndarray, float, Grant]:
         """The next item of `items` made on a pool thread in a slot of its own (`held`, kept from the step before, or
-        one asked for): its audio, the audio seconds the next brings (0: none follows; also when the generator ended
-        without saying so) and the slot, still held (the caller frees or keeps it). `later`: not its segment's first
-        item (its speed is also a later step's: EngineCounters.next_speeds)."""
+        one asked for by `deadline`): its audio, the audio seconds the next brings (0: none follows; also when the
+        generator ended without saying so) and the slot, still held (the caller frees or keeps it). `later`: not its
+        segment's first item (its speed is also a later step's: EngineCounters.next_speeds)."""
         loop = asyncio.get_running_loop()
         self._recent_keys[key] = loop.time()
-        job.grant = held or await self.scheduler.acquire(key, urgent=urgent, due=due)
+        job.grant = held or await self.scheduler.acquire(key, deadline=deadline, urgent=urgent)
         if self.trace is not None:
             self.trace("granted", key, job.index)
         t0, area = time.perf_counter(), self.scheduler.busy_area()
@@ -664,6 +656,12 @@ class StreamingEngine:
                                   progress=on_loop),
         )
 
+    def _making(self, next_s: float) -> float:
+        """Seconds a unit of `next_s` audio seconds takes to make with every slot busy, as measured (0: unknown
+        length: the mean time from a slot to a unit's first chunk)."""
+        speed = self.counters.speed(self.scheduler.max_concurrency, next_step=True)
+        return next_s / speed if next_s > 0 and speed > 0 else self.counters.first_chunk_s
+
     def capacity(self, key: Hashable, *, urgent: bool = False) -> Capacity:
         stats = self.scheduler.stats()
         c = self.counters
@@ -687,6 +685,7 @@ class StreamingEngine:
             next_per_second=c.speed(busy, next_step=True),
             other_keys=len(competing - {key}),
             per_key=per_key,
+            heard_others=sum(1 for p in self._playouts if p.playing() and p.key != key),
         )
 
     def _recently_asked(self) -> set[Hashable]:

@@ -65,7 +65,7 @@ class SpeechService:
         self.languages = languages
         self.calls: dict[int, GuildCall] = {}  # each guild's speech, made on its first join or say
         # audio length estimates, shared by every guild's speaker
-        self.pacer = Pacer(units=engine.info.units, alt_units=engine.info.alt_units)
+        self.pacer = Pacer()
         s = settings.speech  # one sender for every guild's playback
         self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
                                   complexity=s.opus_complexity)

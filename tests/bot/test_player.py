@@ -58,14 +58,35 @@ def telling(told: list[str]) -> Callable[[str], Awaitable[None]]:
     return notify
 
 
+class FakeStream:
+    """Test double of an engine Stream: `chunks`, and the audio it says to hold before playing (`hold`)."""
+
+    def __init__(self, chunks: AsyncIterator[AudioChunk], hold: float) -> None:
+        self.chunks, self.hold = chunks, hold
+
+    def __aiter__(self) -> FakeStream:
+        return self
+
+    async def __anext__(self) -> AudioChunk:
+        return await self.chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self.chunks.aclose()  # type: ignore[attr-defined]
+
+    def hold_s(self) -> float:
+        return self.hold
+
+
 async def play_in(conn: FakeConnection, utt: Utterance, chunks: AsyncIterator[AudioChunk],
-                  capacity: Callable[[Request], Capacity], pacer: Pacer) -> Outcome | None:
-    """Play `utt`, made of `chunks`, through a Player and the real voice driver at the engine load `capacity`."""
+                  capacity: Callable[[Request], Capacity], pacer: Pacer, hold: float = 0.0) -> Outcome | None:
+    """Play `utt`, made of `chunks` by an engine that says to hold `hold` audio seconds first, through a Player and
+    the real voice driver at the engine load `capacity`."""
     driver = VoiceDriver()
     player = Player(1, GuildCall(conn), driver, pacer, capacity=capacity,  # type: ignore[arg-type]
                     load_changed=never_changes, e2ee_wait_s=0.5)
     utt.source = StreamingSource(500)
-    utt.source.start(chunks)
+    utt.stream = FakeStream(chunks, hold)
+    utt.source.start(utt.stream)
     try:
         return await asyncio.wait_for(player.play(utt), 10.0)
     finally:
@@ -119,25 +140,33 @@ def slow_alone(_request: Request) -> Capacity:
 
 
 async def play_readout(first_frames: int, stall_s: float = 3600.0, capacity: Callable[[Request], Capacity] = slow,
-                       ) -> tuple[Outcome | None, FakeConnection, list[str]]:
+                       hold: float = 0.0) -> tuple[Outcome | None, FakeConnection, list[str], Utterance]:
     conn, told = FakeConnection(), []
     request = Request("A readout message long enough to be held back for a while. " * 3, kind="readout",
                       notify=telling(told))
     request.start_by = request.created_at + 0.3
-    outcome = await play_in(conn, Utterance(request), stalls_after(first_frames, stall_s), capacity, Pacer())
-    return outcome, conn, told
+    utt = Utterance(request)
+    outcome = await play_in(conn, utt, stalls_after(first_frames, stall_s), capacity, Pacer(), hold)
+    return outcome, conn, told, utt
 
 
 def test_a_readout_whose_first_audio_comes_past_its_start_by_is_stale_while_other_guilds_wait() -> None:
-    outcome, conn, told = asyncio.run(play_readout(0))
+    outcome, conn, told, _ = asyncio.run(play_readout(0))
     assert outcome is Outcome.STALE and conn.sink.sent == [] and told == []  # counted into the catch-up notice
 
 
 def test_a_readout_whose_first_audio_comes_past_its_start_by_plays_late_when_no_other_guild_waits() -> None:
-    outcome, conn, told = asyncio.run(play_readout(0, stall_s=0.6, capacity=slow_alone))
+    outcome, conn, told, _ = asyncio.run(play_readout(0, stall_s=0.6, capacity=slow_alone))
     assert outcome is Outcome.PLAYED and len(conn.sink.sent) >= 20 and told == []
 
 
 def test_a_readout_held_back_past_its_start_by_still_plays_its_synthesis_under_way() -> None:
-    outcome, conn, told = asyncio.run(play_readout(5, stall_s=0.6))
+    """The engine says to make all of it first (a slow engine): held past its start_by, it plays whole, never dry."""
+    outcome, conn, told, utt = asyncio.run(play_readout(5, stall_s=0.6, hold=float("inf")))
     assert outcome is Outcome.PLAYED and len(conn.sink.sent) >= 25 and told == []
+    assert utt.prerolled and utt.held_s >= 0.5 and utt.source is not None and utt.source.underruns == 0
+
+
+def test_playing_starts_once_the_audio_in_hand_covers_what_the_engine_says_to_hold() -> None:
+    outcome, conn, _, utt = asyncio.run(play_readout(5, stall_s=0.6, hold=0.05))  # 5 frames in hand cover 50 ms
+    assert outcome is Outcome.PLAYED and utt.held_s < 0.5

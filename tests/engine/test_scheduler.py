@@ -105,73 +105,93 @@ async def test_cancelling_a_holder_frees_its_slot_at_once() -> None:
     assert ("end", "b", 0) in log
 
 
-async def test_urgent_waiters_are_served_before_the_others_and_fairly_among_themselves():
-    sched = Scheduler(max_concurrency=1, per_key_limit=1)
-    holder = await sched.acquire("busy")
-    order: list[str] = []
+class FakeClock:
+    """The engine's clock in tests: seconds that move only when told."""
 
-    async def wait(key: str, urgent: bool) -> None:
-        grant = await sched.acquire(key, urgent=urgent)
-        order.append(key)
-        grant.release()
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
 
-    tasks = [asyncio.create_task(wait(k, u)) for k, u in
-             [("readout-a", False), ("readout-b", False), ("say-a", True), ("say-b", True), ("say-a", True)]]
-    await asyncio.sleep(0)
-    stats = sched.stats()
-    assert stats.waiting_urgent == {"say-a": 2, "say-b": 1}
-    assert stats.waiting == {"readout-a": 1, "readout-b": 1, "say-a": 2, "say-b": 1}
-    holder.release()
-    await asyncio.gather(*tasks)
-    assert order == ["say-a", "say-b", "say-a", "readout-a", "readout-b"]
+    def __call__(self) -> float:
+        return self.t
 
 
-async def test_a_segment_with_audio_in_hand_lets_a_first_segment_go_first_and_one_running_dry_goes_before_it() -> None:
-    import time
-
-    sched = Scheduler(max_concurrency=1, per_key_limit=1)
-    held = await sched.acquire("busy")  # the only slot is taken while the others queue up
-    order: list[str] = []
-
-    async def wait(key: str, due=None) -> None:
-        grant = await sched.acquire(key, due=due)
-        order.append(key)
-        grant.release()
-
-    now = time.monotonic()
-    tasks = [asyncio.create_task(wait("in-hand", lambda: now + 5.0))]  # 5 s of audio still to play
-    await asyncio.sleep(0.01)
-    tasks.append(asyncio.create_task(wait("first")))  # a new utterance's first segment, arrived later
-    await asyncio.sleep(0.01)
-    tasks.append(asyncio.create_task(wait("running-dry", lambda: now - 0.5)))  # runs out before it is made
-    await asyncio.sleep(0.01)
-    held.release()
-    await asyncio.gather(*tasks)
-    assert order == ["running-dry", "first", "in-hand"]
-
-
-async def test_asked_for_speech_with_audio_in_hand_lets_readout_start_and_goes_first_once_it_runs_dry() -> None:
-    """A long /say's later segments must not hold back every readout's first segment while it has audio to
-    play (they did, for 10 s, under bench/load's under plan); once its audio runs low it goes first again."""
-    import time
-
-    sched = Scheduler(max_concurrency=1, per_key_limit=1)
+async def _order(sched: Scheduler, waiters: list[tuple[str, dict]]) -> list[str]:
+    """The order in which `waiters` (key, acquire's keywords) are granted the one slot, each released at once."""
     held = await sched.acquire("busy")
     order: list[str] = []
 
-    async def wait(key: str, urgent: bool, due=None) -> None:
-        grant = await sched.acquire(key, urgent=urgent, due=due)
+    async def wait(key: str, kwargs: dict) -> None:
+        grant = await sched.acquire(key, **kwargs)
         order.append(key)
         grant.release()
 
-    now = time.monotonic()
-    tasks = [asyncio.create_task(wait("say-in-hand", True, lambda: now + 5.0)),
-             asyncio.create_task(wait("say-running-dry", True, lambda: now - 0.5))]
-    await asyncio.sleep(0.01)
-    tasks += [asyncio.create_task(wait("readout-first", False)),
-              asyncio.create_task(wait("readout-running-dry", False, lambda: now - 0.7)),
-              asyncio.create_task(wait("say-first", True))]
-    await asyncio.sleep(0.01)
+    tasks = []
+    for key, kwargs in waiters:
+        tasks.append(asyncio.create_task(wait(key, kwargs)))
+        await asyncio.sleep(0)  # each arrives after the one before
     held.release()
     await asyncio.gather(*tasks)
-    assert order == ["readout-running-dry", "say-running-dry", "say-first", "readout-first", "say-in-hand"]
+    return order
+
+
+async def test_the_earliest_deadline_goes_first_and_no_deadline_after_every_deadline() -> None:
+    clock = FakeClock()
+    sched = Scheduler(max_concurrency=1, per_key_limit=1, clock=clock)
+    order = await _order(sched, [
+        ("made-ahead", {}),  # no listener waits for it yet: no deadline
+        ("in-hand", {"deadline": lambda: clock.t + 5.0}),  # 5 s of audio still to play
+        ("first", {"deadline": lambda: clock.t + 1.0}),  # a new utterance's first unit
+        ("running-dry", {"deadline": lambda: clock.t - 0.5}),  # runs out before it is made
+        ("paused", {"deadline": lambda: None}),  # its listener stopped waiting
+    ])
+    assert order == ["running-dry", "first", "in-hand", "made-ahead", "paused"]
+
+
+async def test_deadlines_are_asked_at_each_grant() -> None:
+    """A deadline is the stream's now, not its arrival's: one whose audio in hand ran low since goes first."""
+    clock = FakeClock()
+    sched = Scheduler(max_concurrency=1, per_key_limit=1, clock=clock)
+    later = {"at": clock.t + 5.0}
+    holder = await sched.acquire("busy")
+    order: list[str] = []
+
+    async def wait(key: str, deadline) -> None:
+        grant = await sched.acquire(key, deadline=deadline)
+        order.append(key)
+        grant.release()
+
+    tasks = [asyncio.create_task(wait("was-slack", lambda: later["at"])),
+             asyncio.create_task(wait("first", lambda: clock.t + 1.0))]
+    await asyncio.sleep(0)
+    later["at"] = clock.t  # its listener heard on; the audio in hand ran low
+    holder.release()
+    await asyncio.gather(*tasks)
+    assert order == ["was-slack", "first"]
+
+
+async def test_a_slot_is_kept_for_a_streams_next_unit_only_while_nobody_is_due_before_it() -> None:
+    clock = FakeClock()
+    sched = Scheduler(max_concurrency=1, per_key_limit=1, clock=clock)
+    grant = await sched.acquire("a")
+    assert sched.keep(grant, clock.t + 2.0)  # nobody waits
+    assert not sched.keep(grant, None)  # no deadline: it asks again, in turn
+    waiter = asyncio.create_task(sched.acquire("b", deadline=lambda: clock.t + 1.0))
+    await asyncio.sleep(0)
+    assert sched.keep(grant, clock.t + 0.5) and not sched.keep(grant, clock.t + 2.0)
+    grant.release()
+    (await waiter).release()
+
+
+async def test_waiters_say_whether_they_are_asked_for_speech() -> None:
+    sched = Scheduler(max_concurrency=1, per_key_limit=1)
+    holder = await sched.acquire("busy")
+    tasks = [asyncio.create_task(sched.acquire(k, urgent=u)) for k, u in
+             [("readout-a", False), ("say-a", True), ("say-a", True), ("say-b", True)]]
+    await asyncio.sleep(0)
+    stats = sched.stats()
+    assert stats.waiting_urgent == {"say-a": 2, "say-b": 1}
+    assert stats.waiting == {"readout-a": 1, "say-a": 2, "say-b": 1}
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    holder.release()

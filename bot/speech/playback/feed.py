@@ -26,7 +26,6 @@ async def feed(source: StreamingSource, chunks: AsyncIterator[AudioChunk]) -> No
                     source.mark_boundary()
                 segment = chunk.segment
             await _push(source, chunk.pcm)
-            source.next_s = chunk.next_s
             if source.closed:
                 break
     except asyncio.CancelledError:

@@ -35,8 +35,8 @@ class Player:
         self.connection = call.connection
         self.driver = driver
         self.pacer = pacer  # learns each played utterance's length
-        self.capacity = capacity  # the engine's load as this guild sees it for a request, now (its share: `rate`)
-        self.load_changed = load_changed  # returns when the engine's load (and so `rate`) changes next
+        self.capacity = capacity  # the engine's load as this guild sees it for a request, now
+        self.load_changed = load_changed  # returns when the engine's load (and so what a stream holds) changes next
         self.e2ee_wait_s = e2ee_wait_s
         self.underruns = 0
 
@@ -83,18 +83,15 @@ class Player:
         return None
 
     async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
-        """Hold playback until the rest of the utterance will keep ahead of the player at this guild's
-        share of the engine (or all of it is made, or the buffer is full): once heard, it never runs dry. A readout
-        past its start_by is held all the same: its synthesis is under way (skipping it then, an engine slower than
-        speech would have every message skipped and none heard)."""
+        """Hold playback until the engine says the rest of the utterance will keep ahead of the player
+        (Stream.hold_s: the audio to have in hand, at this guild's share of the engine now), or all of it is made, or
+        the buffer is full: once heard, it never runs dry. A readout past its start_by is held all the same: its
+        synthesis is under way (skipping it then, an engine slower than speech would have every message skipped)."""
         held = time.monotonic()
-        while not (utt.skipped or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
-            progress, capacity = utt.progress(), self.capacity(utt.request)
-            # the next window of a run under way has no features to make first: priced at a later step's speed
-            rate, next_rate = capacity.share(), capacity.share(next_step=True)
-            if self.pacer.may_start(progress, src.buffered_frames * FRAME_S, rate, next_rate):  # or all of it is made
+        while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
+            need = utt.stream.hold_s() if utt.stream is not None else 0.0
+            if src.buffered_frames * FRAME_S >= need:
                 break
-            need = self.pacer.buffer_needed(progress, rate, next_rate)
             utt.prerolled = True
             want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
             # looked at again when more audio is made or the engine's load (and so this guild's share) changes

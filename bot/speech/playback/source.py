@@ -27,7 +27,6 @@ class StreamingSource:
         self.max_frames = self._handoff.max_frames
         self.error: BaseException | None = None
         self.underruns = 0  # the reader's: silence frames it read
-        self.next_s = 0.0  # the producer's: audio seconds the engine's next unit brings (0: unknown)
         self._turn = False  # the player's: its turn came (the listener waits for it), until it gives way
         self.first_frame_ready: asyncio.Event = asyncio.Event()
         self._space: asyncio.Event = asyncio.Event()

@@ -66,8 +66,8 @@ class Lookahead:
             if utt.speed_factor != 1.0:
                 voice = replace(voice, speed=utt.speed)
             heard = utt.source.heard_s if utt.source is not None else None
-            stream = self.engine.stream(utt.request.text, voice, key=self.guild_id, urgent=utt.request.urgent,
-                                        heard=heard)
+            stream = utt.stream = self.engine.stream(utt.request.text, voice, key=self.guild_id,
+                                                     urgent=utt.request.urgent, heard=heard)
             try:
                 async for chunk in stream:
                     yield chunk

@@ -14,7 +14,7 @@ from bot.errors import UserError
 from bot.speech.playback.play_stats import PlayStats
 from bot.speech.playback.source import StreamingSource
 from bot.speech.queue.pacing import FRAME_S, Progress
-from engine.base import Voice
+from engine.base import Stream, Voice
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class Request:
 class Utterance:
     request: Request
     source: StreamingSource | None = None
+    stream: Stream | None = None  # the engine's stream of its audio (which says how much to hold before playing)
     done: asyncio.Future | None = None
     skipped: bool = False
     error: str = ""
@@ -135,7 +136,6 @@ class Utterance:
             produced_s=src.frames_written * FRAME_S if src is not None else 0.0,
             played_s=src.frames_read * FRAME_S if src is not None else 0.0,
             finished=src is not None and src.finished,
-            next_s=src.next_s if src is not None else 0.0,
         )
 
     def describe(self, outcome: Outcome) -> str:

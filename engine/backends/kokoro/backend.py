@@ -351,8 +351,7 @@ class KokoroBackend(BackendDefaults):
             sentence_chars=SENTENCE_CHARS,
             steps=True,
             units=tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6]),
-            alt_units=(tuple((b - a) * HOP / SAMPLE_RATE for a, b in
-                             windows(10 * WINDOW, FIRST_ALONE, repeat=ALONE_REPEAT, growth=ALONE_GROWTH)[:7]),),
+            unit_growth=max(1.5, ALONE_GROWTH),  # (windows.windows' growth, loaded and alone)
             reads=("piper",),  # a voice registered under Piper speaks (through Piper) until it is fitted again
             features=(kokoro_voice.STYLE_KIND,),
         )

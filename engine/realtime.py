@@ -1,0 +1,145 @@
+"""The real-time model in one place: when each unit of a stream's work must start (its deadline, from its play-out on
+the engine's clock), and the constants it rests on, each with its reason (docs/pacing.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+from engine.base import Capacity
+
+# A stream's first unit is due this long after its listener starts waiting: the goals users are promised for the
+# first word of asked-for speech (/say, previews) and of channel readout (bench/load's under plan: 1.0 s and 2.0 s).
+SAY_TTFA_S = 1.0
+READOUT_TTFA_S = 2.0
+# A unit may take this much longer to make than its measured mean, and an utterance be this much longer than its text
+# says: a slot's speed with every slot busy varied by about +-12% between load runs on a 2-core EPYC (1.02-1.27 audio
+# s per s), a unit's length by its text, and seconds per character by voice and language.
+MAKING_MARGIN = 1.25
+# Weight of the newest measure in the moving averages of making times and speeds: about the last ten units.
+SPEED_WEIGHT = 0.1
+
+
+class PlayOut:
+    """One stream's play-out as the engine sees it: the audio handed out, what its listener heard, and so when its next
+    unit must start.
+
+    - First unit: when its listener started waiting plus the TTFA target of its class (asked-for speech or readout; a
+      readout's never before a /say arriving now: asked-for speech goes first); with no listener waiting yet (made
+      ahead of its turn), no deadline.
+    - Later unit, heard: when the audio in hand runs out, less its making time and one more unit's (a slot may be
+      taken by a unit that started just before: non-preemptive blocking), each with MAKING_MARGIN; not heard now
+      (ahead of its turn, or paused), no deadline.
+    `heard` is the listener's (audio seconds heard, None while none waits); without one the stream plays from its
+    first chunk on (the CLI, the engine server's clients). `making(next_s)` is the engine's measured time to make a
+    unit of `next_s` audio seconds (0: unknown length)."""
+
+    __slots__ = ("clock", "urgent", "heard", "making", "key", "arrived", "waiting_since", "first", "made_s", "next_s",
+                 "done")
+
+    def __init__(self, clock: Callable[[], float], *, urgent: bool,
+                 heard: Callable[[], float | None] | None = None,
+                 making: Callable[[float], float] = lambda next_s: 0.0, key: Hashable = None) -> None:
+        self.clock = clock
+        self.key = key  # whose (a guild, a client)
+        self.urgent = urgent
+        self.heard = heard
+        self.making = making
+        self.arrived = clock()
+        self.waiting_since: float | None = None if heard is not None else self.arrived
+        self.first: float | None = None  # when the first audio was handed out
+        self.made_s = 0.0
+        self.next_s = 0.0  # audio seconds its next unit brings, as the backend says (0: unknown)
+        self.done = False  # all of it made
+
+    def add(self, seconds: float) -> None:
+        """`seconds` more audio handed out."""
+        if self.first is None:
+            self.first = self.clock()
+        self.made_s += seconds
+
+    def _heard(self) -> float | None:
+        """Audio seconds heard, None while no listener waits (noting when one starts to)."""
+        if self.heard is None:
+            return 0.0 if self.first is None else max(0.0, self.clock() - self.first)
+        heard = self.heard()
+        if heard is not None and self.waiting_since is None:
+            self.waiting_since = self.clock()
+        return heard
+
+    def playing(self) -> bool:
+        """Whether its listener is hearing it now and some of it is still to make (it needs its share of the engine)."""
+        if self.done or self.first is None:
+            return False
+        if self.heard is None:
+            return True
+        heard = self.heard()
+        return heard is not None and heard > 0
+
+    def deadline(self, coming_s: float = 0.0, next_s: float = 0.0) -> float | None:
+        """When the next unit (of `next_s` audio seconds, 0: unknown) must start, with `coming_s` more audio about to be
+        handed out; None: no deadline now."""
+        if self.first is None and not coming_s:
+            if self.heard is not None:
+                self._heard()
+            if self.waiting_since is None:
+                return None
+            if self.urgent:
+                return self.waiting_since + SAY_TTFA_S
+            return max(self.waiting_since + READOUT_TTFA_S, self.clock() + SAY_TTFA_S)
+        heard = self._heard()
+        if heard is None:
+            return None
+        in_hand = max(0.0, self.made_s + coming_s - heard)
+        return self.clock() + in_hand - 2 * MAKING_MARGIN * self.making(next_s)
+
+
+def upcoming(next_s: float, rest_s: float, largest: float, growth: float) -> list[float]:
+    """The audio seconds of each unit still to come of a stream with `rest_s` to come: the next of `next_s`, each after
+    up to `growth` times the one before and at most `largest` (BackendInfo.units, unit_growth)."""
+    out, unit = [], min(next_s, largest) if next_s > 0 else largest
+    while rest_s > 1e-9:
+        out.append(min(unit, rest_s))
+        rest_s -= out[-1]
+        unit = min(largest, unit * growth)
+    return out
+
+
+def hold_s(units: list[float], share: float, next_making_s: float, blocked_s: float = 0.0) -> float:
+    """Audio seconds a stream must have in hand before it starts playing, so that it never runs dry: each unit to come
+    (`units`, audio seconds each: the next made in `next_making_s`, after up to `blocked_s` behind another stream's
+    unit; the others at `share` audio seconds per second, one after another) is made before the audio before it runs
+    out, its making with MAKING_MARGIN: in hand >= blocked + T_k + margin t_k - C_k for every unit k (t_k its making,
+    T_k and C_k the making and the audio of the units before it). 0 once all of it is made; inf while it gets no share
+    of the engine."""
+    if not units:
+        return 0.0
+    if share <= 0:
+        return float("inf")
+    need, making, before = 0.0, blocked_s, 0.0
+    for k, unit in enumerate(units):
+        t = next_making_s if k == 0 else unit / share
+        need = max(need, making + MAKING_MARGIN * t - before)
+        making += t
+        before += unit
+    return need
+
+
+def stream_hold_s(cap: Capacity, next_s: float, unit_s: float, rest_s: float, largest: float,
+                  growth: float) -> float:
+    """hold_s for a stream at the load `cap` (its key's view of the engine), about `rest_s` audio seconds still to come
+    (an estimate: with MAKING_MARGIN): its next unit of `next_s` audio seconds (0: unknown, a whole unit at the speed,
+    at least `unit_s`, the measured mean time to a unit's first audio) at a later step's speed,
+    one unit's blocking while more keys compete than there are slots, the others at the share the streams playing
+    leave it; 0 before any measure."""
+    speed = cap.next_per_second or cap.audio_per_second
+    if speed <= 0:
+        return 0.0
+    units = upcoming(next_s, max(next_s, rest_s * MAKING_MARGIN), largest, growth)
+    if not units:
+        return 0.0
+    making = next_s / speed if next_s > 0 else max(unit_s, units[0] / speed)
+    blocked = making if cap.other_keys + 1 > cap.slots else 0.0
+    # the schedulability test: each stream playing takes a slot 1/speed of the time (its units come first by their
+    # deadlines); this one gets what they leave, at most its key's slots; none left: it waits for one to end
+    share = speed * max(0.0, min(float(cap.per_key), cap.slots - cap.heard_others / speed))
+    return hold_s(units, share, making, blocked)
