@@ -6,6 +6,7 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import discord
@@ -28,7 +29,8 @@ class Skip(enum.Enum):
 
     NOT_READOUT = "not a readout channel"
     BOT = "bots are not read"
-    PREFIX = "starts with a skip prefix"
+    PREFIX = "starts with a skip prefix (the bot's or the server's ignore_prefix)"
+    NO_PREFIX = "lacks the server's required_prefix"
     OPTED_OUT = "author opted out"
     ROLE = "author lacks the required role"
     NOT_CONNECTED = "the bot is not in a voice channel"
@@ -98,6 +100,36 @@ def compose(name: str, body: str, attachment_kinds: list[str], xsaid: bool) -> s
     return f"{said}. {sent}" if sent else said
 
 
+def operator_prefixes(config: Settings) -> tuple[str, ...]:
+    """What this bot never reads a message starting with: readout.skip_prefixes and the command prefix."""
+    return tuple(p for p in [*config.readout.skip_prefixes, config.discord.command_prefix] if p)
+
+
+def prefix_readers(config: Settings) -> dict[str, Callable[[str], tuple[str, str]]]:
+    """The /settings readers of required_prefix and ignore_prefix: (stored, in words) or OptionError."""
+    never = operator_prefixes(config)
+
+    def reader(name: str) -> Callable[[str], tuple[str, str]]:
+        return lambda raw: _read_prefix(name, raw, never)
+
+    return {name: reader(name) for name in ("required_prefix", "ignore_prefix")}
+
+
+def _read_prefix(name: str, raw: str, never: tuple[str, ...]) -> tuple[str, str]:
+    """A prefix as typed ("off" or "none": no prefix); a required prefix the bot's own list would skip is refused."""
+    text, most = raw.strip(), guild_options.OPTIONS[name].chars
+    if text.lower() in ("off", "none", ""):
+        return "", "off"
+    if len(text) > most or any(c.isspace() or c == "`" or not c.isprintable() for c in text):
+        raise guild_options.OptionError(f"{name} takes up to {most} characters without spaces or backticks, "
+                                        "or off.")
+    blocked = next((p for p in never if text.startswith(p)), None)
+    if name == "required_prefix" and blocked is not None:
+        raise guild_options.OptionError(f"This bot never reads messages starting with {blocked!r}, so "
+                                        f"{name} cannot start with it.")
+    return text, f"`{text}`"
+
+
 class ReadoutService:
     """Reads the messages of a guild's readout channels into its voice channel (bot.readout)."""
 
@@ -107,7 +139,7 @@ class ReadoutService:
         self.prefs = prefs
         self.config = config
         self.settings = settings = config.readout
-        self.prefixes = tuple(p for p in [*settings.skip_prefixes, config.discord.command_prefix] if p)
+        self.prefixes = operator_prefixes(config)
         self.bucket = TokenBucket(settings.user_burst, settings.user_cooldown_s)
         self._last_author: dict[int, tuple[int, float]] = {}  # guild -> (author, time)
         self._told: dict[tuple[int, int, str], float] = {}
@@ -130,8 +162,11 @@ class ReadoutService:
             return Decision(False, Skip.NOT_READOUT)
         if (message.author.bot or message.webhook_id is not None) and not gp.read_bots:
             return Decision(False, Skip.BOT)
-        if content.startswith(self.prefixes):
+        if content.startswith(self.prefixes) or (gp.ignore_prefix and content.startswith(gp.ignore_prefix)):
             return Decision(False, Skip.PREFIX)
+        if not content.startswith(gp.required_prefix):
+            return Decision(False, Skip.NO_PREFIX)
+        content = content.removeprefix(gp.required_prefix)
         if (await self.prefs.user(message.author.id)).opted_out:
             return Decision(False, Skip.OPTED_OUT)
         member = message.author if isinstance(message.author, discord.Member) else guild.get_member(message.author.id)

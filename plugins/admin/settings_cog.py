@@ -8,7 +8,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import checks, guild_options
+from bot import checks, guild_options, readout
 from bot.errors import UserError, reply
 from bot.storage.settings_repo import NICKNAME_MAX_CHARS
 
@@ -29,14 +29,15 @@ class SettingsCog(commands.Cog):
                     allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="set", description="Change a setting (Manage Server)")
-    @app_commands.describe(setting="which setting", value="on/off, a number, a language, or a voice")
+    @app_commands.describe(setting="which setting", value="on/off, a number, a language, a voice, or a prefix")
     @app_commands.choices(setting=[
         app_commands.Choice(name=f"{n}: {o.help}"[:100], value=n) for n, o in guild_options.OPTIONS.items()
     ])
     @app_commands.check(checks.manage_guild)
     async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
         readers = {"language": self.bot.languages.parse_guild,
-                   "voice": self.bot.stock.reader((await self.bot.prefs.guild(interaction.guild_id)).voices)}
+                   "voice": self.bot.stock.reader((await self.bot.prefs.guild(interaction.guild_id)).voices),
+                   **readout.prefix_readers(self.bot.config)}
         try:
             field, parsed, answer = guild_options.parse(setting, value, self.bot.config, readers)
         except guild_options.OptionError as exc:
