@@ -66,6 +66,8 @@ GUILD_OPTIONS: tuple[GuildOption, ...] = (
                 name="ignore_prefix", chars=PREFIX_MAX_CHARS),
     GuildOption("repeated_characters", int, 3, "a character is said at most this many times in a row",
                 name="repeated_characters", low=1, ceiling="speech.max_repeated_characters"),
+    GuildOption("announce_voice", bool, False, 'say "NAME joined" and "NAME left" in the bot\'s voice channel',
+                name="announce"),
 )
 BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
 OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers

@@ -130,6 +130,13 @@ def _read_prefix(name: str, raw: str, never: tuple[str, ...]) -> tuple[str, str]
     return text, f"`{text}`"
 
 
+async def spoken_name(prefs: PrefsService, guild_id: int, user: discord.Member | discord.User) -> str:
+    """How a member is named aloud ("NAME said", announcements): the name they chose here or everywhere, else their
+    display name; in words, without emoji, at most 40 characters."""
+    raw = await prefs.spoken_name(guild_id, user.id) or user.display_name
+    return truncate(speakable(raw, options=TextOptions(emoji="skip")), 40) or "someone"
+
+
 class ReadoutService:
     """Reads the messages of a guild's readout channels into its voice channel (bot.readout)."""
 
@@ -172,7 +179,7 @@ class ReadoutService:
         member = message.author if isinstance(message.author, discord.Member) else guild.get_member(message.author.id)
         if gp.required_role_id and (member is None or not any(r.id == gp.required_role_id for r in member.roles)):
             return Decision(False, Skip.ROLE)
-        name = await self._spoken_name(message, member)
+        name = await spoken_name(self.prefs, guild.id, member or message.author)
         kinds = [attachment_kind(a.filename, a.content_type) for a in message.attachments]
         xsaid = gp.xsaid and not self._same_author_recently(guild.id, message.author.id)
         order = SayOrder(
@@ -201,10 +208,6 @@ class ReadoutService:
         text = RATE_LIMITED if exc.reason is Reason.NOT_ADMITTED else str(exc)
         return Decision(False, skip, told=await self._tell(message, tell, text))
 
-    async def _spoken_name(self, message: discord.Message, member: discord.Member | None) -> str:
-        nick = await self.prefs.spoken_name(message.guild.id, message.author.id)
-        raw = nick or (member.display_name if member is not None else message.author.display_name)
-        return truncate(speakable(raw, options=TextOptions(emoji="skip")), 40) or "someone"
 
     def _same_author_recently(self, guild_id: int, author_id: int) -> bool:
         last = self._last_author.get(guild_id)

@@ -144,6 +144,7 @@ class GuildSettingsRow(Base):
     ignore_prefix: Mapped[str] = mapped_column(String(GUILD_OPTIONS["ignore_prefix"].chars),
                                                default=_guild_default("ignore_prefix"))
     repeated_characters: Mapped[int] = mapped_column(Integer, default=_guild_default("repeated_characters"))
+    announce_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("announce_voice"))
 
 
 class DictionaryEntryRow(Base):

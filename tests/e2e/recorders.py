@@ -57,11 +57,12 @@ async def heard_post(sb, demo, user, text: str):
     return await heard_after(sb, demo, post)
 
 
-async def heard_after(sb, demo, act: Callable[[], Awaitable[None]]):
-    """What the demo guild's voice channel heard (mono float) from `act` until it went quiet."""
+async def heard_after(sb, demo, act: Callable[[], Awaitable[None]], least_s: float = 1.0):
+    """What the demo guild's voice channel heard (mono float) from `act` (at least `least_s` of audio) until it went
+    quiet."""
     capture = sb.capture(demo.guild)
     capture.clear()
     await act()
-    await capture.wait_for_audio(1.0, timeout=60)
+    await capture.wait_for_audio(least_s, timeout=60)
     await capture.wait_until_silent(0.8, timeout=60)
     return mono(capture.pcm())
