@@ -9,7 +9,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot import checks, guild_options, readout
-from bot.errors import UserError, reply
+from bot.errors import UserError, reply, reply_lines
 from bot.storage.settings_repo import NICKNAME_MAX_CHARS
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ class SettingsCog(commands.Cog):
     @group.command(name="show", description="Show this server's settings")
     async def show(self, interaction: discord.Interaction) -> None:
         prefs = await self.bot.prefs.guild(interaction.guild_id)
-        await reply(interaction, "\n".join(guild_options.describe(prefs, self.bot.config)),
-                    allowed_mentions=discord.AllowedMentions.none())
+        await reply_lines(interaction, guild_options.describe(prefs, self.bot.config),
+                          allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="set", description="Change a setting (Manage Server)")
     @app_commands.describe(setting="which setting", value="on/off, a number, a language, a voice, or a prefix")

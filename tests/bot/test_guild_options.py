@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 
 from bot import guild_options, readout
 from bot.config import DEFAULT_CONFIG, ConfigError, load_settings
+from bot.errors import MESSAGE_MAX_CHARS, messages
 from bot.guild_options import GUILD_OPTIONS, OPTIONS, OptionError
 from bot.storage import settings_repo
 from bot.storage.database import Database, upgrade
@@ -219,3 +220,12 @@ def test_settings_show_lists_the_prefixes_and_the_cap_with_their_defaults(config
     assert any(line.startswith("**required_prefix**: `tts:` (default off) — ") for line in changed)
     assert any(line.startswith("**repeated_characters**: 5 (default 3) — ") for line in changed)
     assert any(line.startswith("**language**: fr — ") for line in changed)  # unset says "default" already
+
+
+def test_settings_show_of_the_fullest_guild_is_sent_whole(config):
+    longest = {o.field: "x" * (o.chars or 400) for o in GUILD_OPTIONS if o.kind is str}  # each at its column or more
+    prefs = dataclasses.replace(GuildPrefs(1), readout_channel_ids=[10**19 - i for i in range(20)],
+                                required_role_id=10**19, **longest)
+    lines = guild_options.describe(prefs, config)
+    sent = messages(lines)
+    assert len(sent) == 2 and all(len(m) <= MESSAGE_MAX_CHARS for m in sent) and "\n".join(sent) == "\n".join(lines)
