@@ -208,7 +208,6 @@ class ReadoutService:
         text = RATE_LIMITED if exc.reason is Reason.NOT_ADMITTED else str(exc)
         return Decision(False, skip, told=await self._tell(message, tell, text))
 
-
     def _same_author_recently(self, guild_id: int, author_id: int) -> bool:
         last = self._last_author.get(guild_id)
         return last is not None and last[0] == author_id and time.monotonic() - last[1] < self.settings.xsaid_window_s
