@@ -19,6 +19,7 @@ from bot.speech.queue.utterance import Outcome, Utterance
 from bot.speech.service import SpeechService
 from bot.speech.text.say import Join, Reason, Refusal, SayOrder, truncate
 from bot.speech.text.text import TextOptions, attachment_kind, attachment_phrase, speakable
+from bot.storage.settings_repo import GuildPrefs
 
 log = logging.getLogger(__name__)
 TOLD_WINDOW_S = 30.0  # a flooding user is told once in this window
@@ -105,18 +106,17 @@ def operator_prefixes(config: Settings) -> tuple[str, ...]:
     return tuple(p for p in [*config.readout.skip_prefixes, config.discord.command_prefix] if p)
 
 
-def prefix_readers(config: Settings) -> dict[str, Callable[[str], tuple[str, str]]]:
-    """The /settings readers of required_prefix and ignore_prefix: (stored, in words) or OptionError."""
-    never = operator_prefixes(config)
-
-    def reader(name: str) -> Callable[[str], tuple[str, str]]:
-        return lambda raw: _read_prefix(name, raw, never)
-
-    return {name: reader(name) for name in ("required_prefix", "ignore_prefix")}
+def prefix_readers(config: Settings, current: GuildPrefs) -> dict[str, Callable[[str], tuple[str, str]]]:
+    """The /settings readers of required_prefix and ignore_prefix for a guild's `current` settings: (stored, in
+    words) or OptionError. Refused with why: a pair with which nothing would be read."""
+    never = operator_prefixes(config) + ((current.ignore_prefix,) if current.ignore_prefix else ())
+    return {"required_prefix": lambda raw: _read_prefix("required_prefix", raw, never=never),
+            "ignore_prefix": lambda raw: _read_prefix("ignore_prefix", raw, required=current.required_prefix)}
 
 
-def _read_prefix(name: str, raw: str, never: tuple[str, ...]) -> tuple[str, str]:
-    """A prefix as typed ("off" or "none": no prefix); a required prefix the bot's own list would skip is refused."""
+def _read_prefix(name: str, raw: str, *, never: tuple[str, ...] = (), required: str = "") -> tuple[str, str]:
+    """A prefix as typed ("off" or "none": no prefix). Refused: a required prefix starting with one that is never
+    read (`never`), an ignored prefix that every message read (`required`) starts with."""
     text, most = raw.strip(), guild_options.OPTIONS[name].chars
     if text.lower() in ("off", "none", ""):
         return "", "off"
@@ -124,9 +124,12 @@ def _read_prefix(name: str, raw: str, never: tuple[str, ...]) -> tuple[str, str]
         raise guild_options.OptionError(f"{name} takes up to {most} characters without spaces or backticks, "
                                         "or off.")
     blocked = next((p for p in never if text.startswith(p)), None)
-    if name == "required_prefix" and blocked is not None:
-        raise guild_options.OptionError(f"This bot never reads messages starting with {blocked!r}, so "
-                                        f"{name} cannot start with it.")
+    if blocked is not None:
+        raise guild_options.OptionError(f"Messages starting with {blocked!r} are not read here, so {name} cannot "
+                                        "start with it.")
+    if required.startswith(text):
+        raise guild_options.OptionError(f"Every message read starts with the required_prefix {required!r}, so "
+                                        f"{name} {text!r} would skip them all.")
     return text, f"`{text}`"
 
 

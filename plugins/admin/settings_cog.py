@@ -35,9 +35,9 @@ class SettingsCog(commands.Cog):
     ])
     @app_commands.check(checks.manage_guild)
     async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
-        readers = {"language": self.bot.languages.parse_guild,
-                   "voice": self.bot.stock.reader((await self.bot.prefs.guild(interaction.guild_id)).voices),
-                   **readout.prefix_readers(self.bot.config)}
+        current = await self.bot.prefs.guild(interaction.guild_id)
+        readers = {"language": self.bot.languages.parse_guild, "voice": self.bot.stock.reader(current.voices),
+                   **readout.prefix_readers(self.bot.config, current)}
         try:
             field, parsed, answer = guild_options.parse(setting, value, self.bot.config, readers)
         except guild_options.OptionError as exc:

@@ -193,7 +193,7 @@ def test_a_word_setting_is_read_by_the_callers_reader(config):
     ("ignore_prefix", "none", ("ignore_prefix", "", "ignore_prefix is now off.")),
 ])
 def test_a_prefix_is_taken_as_typed_and_off_clears_it(config, name, raw, expected):
-    assert guild_options.parse(name, raw, config, readout.prefix_readers(config)) == expected
+    assert guild_options.parse(name, raw, config, readout.prefix_readers(config, GuildPrefs(1))) == expected
 
 
 @pytest.mark.parametrize("name, raw, expected", [
@@ -201,12 +201,16 @@ def test_a_prefix_is_taken_as_typed_and_off_clears_it(config, name, raw, expecte
     ("ignore_prefix", "a b", "ignore_prefix takes up to 20 characters"),
     ("ignore_prefix", "`x", "ignore_prefix takes up to 20 characters"),
     ("ignore_prefix", "x\u200b", "ignore_prefix takes up to 20 characters"),  # an invisible character
-    ("required_prefix", "!tts", "This bot never reads messages starting with '!', so required_prefix cannot"),
-    ("required_prefix", "((", "This bot never reads messages starting with '('"),
+    ("required_prefix", "!tts", "Messages starting with '!' are not read here, so required_prefix cannot start"),
+    ("required_prefix", "((", "Messages starting with '(' are not read here"),  # the bot's own lists
+    ("required_prefix", "//x", "Messages starting with '//' are not read here"),  # the server's ignore_prefix
+    ("ignore_prefix", "tts", "Every message read starts with the required_prefix 'tts:', so ignore_prefix 'tts' "
+                             "would skip them all."),
 ])
 def test_a_prefix_that_cannot_work_is_refused_with_why(config, name, raw, expected):
+    current = dataclasses.replace(GuildPrefs(1), required_prefix="tts:", ignore_prefix="//")
     with pytest.raises(OptionError) as info:
-        guild_options.parse(name, raw, config, readout.prefix_readers(config))
+        guild_options.parse(name, raw, config, readout.prefix_readers(config, current))
     assert str(info.value).startswith(expected)
 
 

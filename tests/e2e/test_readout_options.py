@@ -23,7 +23,7 @@ async def rendered(bot, text: str):
 
 async def test_a_required_prefix_is_read_without_it_and_an_ignore_prefix_is_not_read(sb, demo, bot, readout):
     answer = await set_option(sb, demo, "required_prefix", "!tts")
-    assert "never reads messages starting with '!'" in answer  # the bot's command prefix: nothing would be read
+    assert "starting with '!' are not read here" in answer  # the bot's command prefix: nothing would be read
     assert (await bot.prefs.guild(demo.guild.id)).required_prefix == ""
     assert await set_option(sb, demo, "required_prefix", "tts:") == "required_prefix is now `tts:`."
     await sb.post(demo.alice, demo.general, "not for reading aloud")
@@ -37,6 +37,8 @@ async def test_a_required_prefix_is_read_without_it_and_an_ignore_prefix_is_not_
     shown = await it.wait_text(timeout=20)
     assert "**required_prefix**: `tts:` (default off)" in shown and "**ignore_prefix**: off" in shown
 
+    assert "would skip them all" in await set_option(sb, demo, "ignore_prefix", "tts")
+    assert (await bot.prefs.guild(demo.guild.id)).ignore_prefix == ""
     assert await set_option(sb, demo, "required_prefix", "off") == "required_prefix is now off."
     assert await set_option(sb, demo, "ignore_prefix", "//") == "ignore_prefix is now `//`."
     await sb.post(demo.alice, demo.general, "// a note to myself")
