@@ -31,6 +31,26 @@ async def reply(interaction: discord.Interaction, text: str, *, ephemeral: bool 
         log.warning("could not answer interaction %s: %s", interaction.id, exc)
 
 
+MESSAGE_MAX_CHARS = 2000  # Discord's limit on one message's content
+
+
+def messages(lines: list[str], limit: int = MESSAGE_MAX_CHARS) -> list[str]:
+    """`lines` joined into as few messages as fit Discord's limit, broken between lines (a longer line is cut)."""
+    out: list[str] = []
+    for line in (line[:limit] for line in lines):
+        if out and len(out[-1]) + 1 + len(line) <= limit:
+            out[-1] += "\n" + line
+        else:
+            out.append(line)
+    return out
+
+
+async def reply_lines(interaction: discord.Interaction, lines: list[str], **kwargs) -> None:
+    """`reply` with `lines` in as many messages as Discord's limit needs."""
+    for text in messages(lines):
+        await reply(interaction, text, **kwargs)
+
+
 DATABASE_BUSY = "The database is busy or read-only right now; nothing was changed. Try again in a moment."
 
 _CHECK_MESSAGES: list[tuple[type[Exception], str]] = [

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bot.config import Settings
 
+PREFIX_MAX_CHARS = 20  # a server's readout prefix
 _TRUE = {"on", "true", "yes", "1", "enable", "enabled"}
 _FALSE = {"off", "false", "no", "0", "disable", "disabled"}
 
@@ -27,6 +28,7 @@ class GuildOption:
     name: str = ""  # as typed in `/settings set`; empty: changed by its own command
     low: int = 0  # ints: the least value accepted
     ceiling: str = ""  # ints: the config key ("section.key") a guild may not exceed; this bot's own limit
+    chars: int = 0  # str taken as typed (a prefix): at most this many characters, shown in code; empty: off
 
     def __post_init__(self) -> None:
         if self.name and self.kind is int and not self.ceiling:
@@ -58,6 +60,14 @@ GUILD_OPTIONS: tuple[GuildOption, ...] = (
                 name="language"),
     GuildOption("voices", str, "", "the server's voice for a language: a stock voice (/voice list), or default",
                 name="voice"),
+    GuildOption("required_prefix", str, "", "only messages starting with this are read, without it; off: all",
+                name="required_prefix", chars=PREFIX_MAX_CHARS),
+    GuildOption("ignore_prefix", str, "", "messages starting with this are not read (beside the bot's own list)",
+                name="ignore_prefix", chars=PREFIX_MAX_CHARS),
+    GuildOption("repeated_characters", int, 3, "a character is said at most this many times in a row",
+                name="repeated_characters", low=1, ceiling="speech.max_repeated_characters"),
+    GuildOption("announce_voice", bool, False, 'say "NAME joined" and "NAME left" in the bot\'s voice channel',
+                name="announce"),
 )
 BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
 OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers
@@ -93,8 +103,12 @@ def effective(prefs: Any, config: Settings) -> Any:
     return dataclasses.replace(prefs, **changes) if changes else prefs
 
 
-def _shown(value: Any) -> str:
-    return ("on" if value else "off") if isinstance(value, bool) else str(value or "default")
+def _shown(option: GuildOption, value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if option.chars:
+        return f"`{value}`" if value else "off"
+    return str(value or "default")
 
 
 def parse(name: str, raw: str, config: Settings,
@@ -115,7 +129,7 @@ def parse(name: str, raw: str, config: Settings,
     if option.kind is bool:
         if text in _TRUE | _FALSE:
             on = text in _TRUE
-            return option.field, on, f"{name} is now {_shown(on)}."
+            return option.field, on, f"{name} is now {_shown(option, on)}."
         raise OptionError(f"{name} takes on or off, not {raw[:40]!r}.")
     high = ceiling(option, config)
     try:
@@ -130,12 +144,18 @@ def parse(name: str, raw: str, config: Settings,
 
 
 def describe(prefs: Any, config: Settings) -> list[str]:
-    """One line per setting, as /settings show prints them; a stored number above the ceiling shows both."""
+    """One line per setting, as /settings show prints them: its value, its default when it differs, what it does;
+    a stored number above the ceiling shows both."""
     now = effective(prefs, config)
     lines = []
     for name, option in OPTIONS.items():
         value, stored = getattr(now, option.field), getattr(prefs, option.field)
-        shown = _shown(value) if value == stored else f"{value} (set to {stored}; the most this bot allows is {value})"
+        shown = _shown(option, value)
+        if value != stored:
+            shown = f"{value} (set to {stored}; the most this bot allows is {value})"
+        default = _shown(option, option.initial())
+        if value != option.initial() and default != "default":  # an unset word setting says "default" already
+            shown += f" (default {default})"
         lines.append(f"**{name}**: {shown} — {option.help}")
     channels = ", ".join(f"<#{c}>" for c in prefs.readout_channel_ids) or "none"
     role = f"<@&{prefs.required_role_id}>" if prefs.required_role_id else "none"

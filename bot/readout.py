@@ -6,6 +6,7 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import discord
@@ -18,6 +19,7 @@ from bot.speech.queue.utterance import Outcome, Utterance
 from bot.speech.service import SpeechService
 from bot.speech.text.say import Join, Reason, Refusal, SayOrder, truncate
 from bot.speech.text.text import TextOptions, attachment_kind, attachment_phrase, speakable
+from bot.storage.settings_repo import GuildPrefs
 
 log = logging.getLogger(__name__)
 TOLD_WINDOW_S = 30.0  # a flooding user is told once in this window
@@ -28,7 +30,8 @@ class Skip(enum.Enum):
 
     NOT_READOUT = "not a readout channel"
     BOT = "bots are not read"
-    PREFIX = "starts with a skip prefix"
+    PREFIX = "starts with a skip prefix (the bot's or the server's ignore_prefix)"
+    NO_PREFIX = "lacks the server's required_prefix"
     OPTED_OUT = "author opted out"
     ROLE = "author lacks the required role"
     NOT_CONNECTED = "the bot is not in a voice channel"
@@ -98,6 +101,45 @@ def compose(name: str, body: str, attachment_kinds: list[str], xsaid: bool) -> s
     return f"{said}. {sent}" if sent else said
 
 
+def operator_prefixes(config: Settings) -> tuple[str, ...]:
+    """What this bot never reads a message starting with: readout.skip_prefixes and the command prefix."""
+    return tuple(p for p in [*config.readout.skip_prefixes, config.discord.command_prefix] if p)
+
+
+def prefix_readers(config: Settings, current: GuildPrefs) -> dict[str, Callable[[str], tuple[str, str]]]:
+    """The /settings readers of required_prefix and ignore_prefix for a guild's `current` settings: (stored, in
+    words) or OptionError. Refused with why: a pair with which nothing would be read."""
+    never = operator_prefixes(config) + ((current.ignore_prefix,) if current.ignore_prefix else ())
+    return {"required_prefix": lambda raw: _read_prefix("required_prefix", raw, never=never),
+            "ignore_prefix": lambda raw: _read_prefix("ignore_prefix", raw, required=current.required_prefix)}
+
+
+def _read_prefix(name: str, raw: str, *, never: tuple[str, ...] = (), required: str = "") -> tuple[str, str]:
+    """A prefix as typed ("off" or "none": no prefix). Refused: a required prefix starting with one that is never
+    read (`never`), an ignored prefix that every message read (`required`) starts with."""
+    text, most = raw.strip(), guild_options.OPTIONS[name].chars
+    if text.lower() in ("off", "none", ""):
+        return "", "off"
+    if len(text) > most or any(c.isspace() or c == "`" or not c.isprintable() for c in text):
+        raise guild_options.OptionError(f"{name} takes up to {most} characters without spaces or backticks, "
+                                        "or off.")
+    blocked = next((p for p in never if text.startswith(p)), None)
+    if blocked is not None:
+        raise guild_options.OptionError(f"Messages starting with {blocked!r} are not read here, so {name} cannot "
+                                        "start with it.")
+    if required.startswith(text):
+        raise guild_options.OptionError(f"Every message read starts with the required_prefix {required!r}, so "
+                                        f"{name} {text!r} would skip them all.")
+    return text, f"`{text}`"
+
+
+async def spoken_name(prefs: PrefsService, guild_id: int, user: discord.Member | discord.User) -> str:
+    """How a member is named aloud ("NAME said", announcements): the name they chose here or everywhere, else their
+    display name; in words, without emoji, at most 40 characters."""
+    raw = await prefs.spoken_name(guild_id, user.id) or user.display_name
+    return truncate(speakable(raw, options=TextOptions(emoji="skip")), 40) or "someone"
+
+
 class ReadoutService:
     """Reads the messages of a guild's readout channels into its voice channel (bot.readout)."""
 
@@ -107,7 +149,7 @@ class ReadoutService:
         self.prefs = prefs
         self.config = config
         self.settings = settings = config.readout
-        self.prefixes = tuple(p for p in [*settings.skip_prefixes, config.discord.command_prefix] if p)
+        self.prefixes = operator_prefixes(config)
         self.bucket = TokenBucket(settings.user_burst, settings.user_cooldown_s)
         self._last_author: dict[int, tuple[int, float]] = {}  # guild -> (author, time)
         self._told: dict[tuple[int, int, str], float] = {}
@@ -130,14 +172,17 @@ class ReadoutService:
             return Decision(False, Skip.NOT_READOUT)
         if (message.author.bot or message.webhook_id is not None) and not gp.read_bots:
             return Decision(False, Skip.BOT)
-        if content.startswith(self.prefixes):
+        if content.startswith(self.prefixes) or (gp.ignore_prefix and content.startswith(gp.ignore_prefix)):
             return Decision(False, Skip.PREFIX)
+        if not content.startswith(gp.required_prefix):
+            return Decision(False, Skip.NO_PREFIX)
+        content = content.removeprefix(gp.required_prefix)
         if (await self.prefs.user(message.author.id)).opted_out:
             return Decision(False, Skip.OPTED_OUT)
         member = message.author if isinstance(message.author, discord.Member) else guild.get_member(message.author.id)
         if gp.required_role_id and (member is None or not any(r.id == gp.required_role_id for r in member.roles)):
             return Decision(False, Skip.ROLE)
-        name = await self._spoken_name(message, member)
+        name = await spoken_name(self.prefs, guild.id, member or message.author)
         kinds = [attachment_kind(a.filename, a.content_type) for a in message.attachments]
         xsaid = gp.xsaid and not self._same_author_recently(guild.id, message.author.id)
         order = SayOrder(
@@ -165,11 +210,6 @@ class ReadoutService:
             return Decision(False, skip)
         text = RATE_LIMITED if exc.reason is Reason.NOT_ADMITTED else str(exc)
         return Decision(False, skip, told=await self._tell(message, tell, text))
-
-    async def _spoken_name(self, message: discord.Message, member: discord.Member | None) -> str:
-        nick = await self.prefs.spoken_name(message.guild.id, message.author.id)
-        raw = nick or (member.display_name if member is not None else message.author.display_name)
-        return truncate(speakable(raw, options=TextOptions(emoji="skip")), 40) or "someone"
 
     def _same_author_recently(self, guild_id: int, author_id: int) -> bool:
         last = self._last_author.get(guild_id)

@@ -19,6 +19,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from bot.guild_options import BY_FIELD as GUILD_OPTIONS
 from bot.guild_options import column_default as _guild_default
 from bot.user_options import BY_FIELD as USER_OPTIONS
 
@@ -118,7 +119,7 @@ class MemberSettingsRow(Base):
 
 
 class GuildSettingsRow(Base):
-    """A guild's settings: readout channels, xsaid, autojoin, limits, required role, custom voices."""
+    """A guild's settings: readout channels, xsaid, autojoin, limits, required role, custom voices, prefixes."""
 
     __tablename__ = "guild_settings"
 
@@ -138,6 +139,12 @@ class GuildSettingsRow(Base):
     max_delay: Mapped[int] = mapped_column(Integer, default=_guild_default("max_delay"))
     custom_voices: Mapped[bool] = mapped_column(Boolean, default=_guild_default("custom_voices"))
     read_spoilers: Mapped[bool] = mapped_column(Boolean, default=_guild_default("read_spoilers"))
+    required_prefix: Mapped[str] = mapped_column(String(GUILD_OPTIONS["required_prefix"].chars),
+                                                 default=_guild_default("required_prefix"))
+    ignore_prefix: Mapped[str] = mapped_column(String(GUILD_OPTIONS["ignore_prefix"].chars),
+                                               default=_guild_default("ignore_prefix"))
+    repeated_characters: Mapped[int] = mapped_column(Integer, default=_guild_default("repeated_characters"))
+    announce_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("announce_voice"))
 
 
 class DictionaryEntryRow(Base):

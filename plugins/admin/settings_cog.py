@@ -8,8 +8,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import checks, guild_options
-from bot.errors import UserError, reply
+from bot import checks, guild_options, readout
+from bot.errors import UserError, reply, reply_lines
 from bot.storage.settings_repo import NICKNAME_MAX_CHARS
 
 if TYPE_CHECKING:
@@ -25,18 +25,19 @@ class SettingsCog(commands.Cog):
     @group.command(name="show", description="Show this server's settings")
     async def show(self, interaction: discord.Interaction) -> None:
         prefs = await self.bot.prefs.guild(interaction.guild_id)
-        await reply(interaction, "\n".join(guild_options.describe(prefs, self.bot.config)),
-                    allowed_mentions=discord.AllowedMentions.none())
+        await reply_lines(interaction, guild_options.describe(prefs, self.bot.config),
+                          allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="set", description="Change a setting (Manage Server)")
-    @app_commands.describe(setting="which setting", value="on/off, a number, a language, or a voice")
+    @app_commands.describe(setting="which setting", value="on/off, a number, a language, a voice, or a prefix")
     @app_commands.choices(setting=[
         app_commands.Choice(name=f"{n}: {o.help}"[:100], value=n) for n, o in guild_options.OPTIONS.items()
     ])
     @app_commands.check(checks.manage_guild)
     async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
-        readers = {"language": self.bot.languages.parse_guild,
-                   "voice": self.bot.stock.reader((await self.bot.prefs.guild(interaction.guild_id)).voices)}
+        current = await self.bot.prefs.guild(interaction.guild_id)
+        readers = {"language": self.bot.languages.parse_guild, "voice": self.bot.stock.reader(current.voices),
+                   **readout.prefix_readers(self.bot.config, current)}
         try:
             field, parsed, answer = guild_options.parse(setting, value, self.bot.config, readers)
         except guild_options.OptionError as exc:

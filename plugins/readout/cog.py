@@ -1,4 +1,5 @@
-"""Thin handlers: /readout commands and the message listeners; decisions are in bot.readout."""
+"""Thin handlers: /readout commands, the message and voice state listeners; decisions are in bot.readout and
+bot.announcements."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot import checks
+from bot.announcements import Announcer
 from bot.errors import UserError, reply
 from bot.readout import ReadoutService
 
@@ -25,11 +27,14 @@ class ReadoutCog(commands.Cog):
         self.bot = bot
         self.service = ReadoutService(bot, bot.speech, bot.prefs, bot.config)
         bot.readout = self.service
-        bot.speech.listeners.append(self.service.on_utterance)
+        self.announcer = Announcer(bot, bot.speech, bot.prefs, bot.config, bot.languages)
+        bot.speech.listeners.extend([self.service.on_utterance, self.announcer.on_utterance])
 
     async def cog_unload(self) -> None:
-        if self.service.on_utterance in self.bot.speech.listeners:
-            self.bot.speech.listeners.remove(self.service.on_utterance)
+        for listener in (self.service.on_utterance, self.announcer.on_utterance):
+            if listener in self.bot.speech.listeners:
+                self.bot.speech.listeners.remove(listener)
+        self.announcer.close()
         await self.service.catch_up.close()
         if getattr(self.bot, "readout", None) is self.service:
             self.bot.readout = None
@@ -70,6 +75,14 @@ class ReadoutCog(commands.Cog):
         except Exception:
             log.exception("readout of message %s in guild %s failed", message.id,
                           message.guild.id if message.guild else None)
+
+    @commands.Cog.listener()
+    async def on_voice_state_update(self, member: discord.Member, before: discord.VoiceState,
+                                    after: discord.VoiceState) -> None:
+        try:
+            await self.announcer.voice_state(member, before, after)
+        except Exception:
+            log.exception("announcing a voice state in guild %s failed", member.guild.id)
 
     @commands.Cog.listener()
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:

@@ -10,8 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from bot import guild_options
+from bot import guild_options, readout
 from bot.config import DEFAULT_CONFIG, ConfigError, load_settings
+from bot.errors import MESSAGE_MAX_CHARS, messages
 from bot.guild_options import GUILD_OPTIONS, OPTIONS, OptionError
 from bot.storage import settings_repo
 from bot.storage.database import Database, upgrade
@@ -84,7 +85,8 @@ def test_user_prefs_and_row_take_fields_defaults_and_bounds_from_the_declaration
 
 def test_settings_set_offers_each_settable_option_once():
     assert list(OPTIONS) == ["xsaid", "autojoin", "bots", "require_voice", "custom_voices", "spoilers",
-                             "max_length", "max_queue", "max_delay", "language", "voice"]
+                             "max_length", "max_queue", "max_delay", "language", "voice", "required_prefix",
+                             "ignore_prefix", "repeated_characters", "announce"]
     assert all(o.ceiling for o in OPTIONS.values() if o.kind is int)
     with pytest.raises(ValueError, match="ceiling"):
         guild_options.GuildOption("x", int, 1, "help", name="x")
@@ -107,6 +109,8 @@ def test_a_number_above_the_bots_limit_is_lowered_to_it_and_the_answer_says_so(c
     ("max_queue", "1e3", "max_queue takes a whole number from 1 to 20."),
     ("max_length", "9", "max_length must be from 10 to 500."),
     ("xsaid", "maybe", "xsaid takes on or off, not 'maybe'."),
+    ("repeated_characters", "0", "repeated_characters must be from 1 to 20."),
+    ("repeated_characters", "many", "repeated_characters takes a whole number from 1 to 20."),
     ("nosuch", "1", "Unknown setting 'nosuch'."),
 ])
 def test_values_a_setting_cannot_take_are_refused_with_its_range(config, name, raw, expected):
@@ -179,3 +183,53 @@ def test_a_word_setting_is_read_by_the_callers_reader(config):
         guild_options.parse("language", "fr", config)
     with pytest.raises(OptionError, match="cannot be changed here"):
         guild_options.parse("voice", "af_heart", config, readers)  # a reader for each word setting
+
+
+@pytest.mark.parametrize("name, raw, expected", [
+    ("required_prefix", " tts: ", ("required_prefix", "tts:", "required_prefix is now `tts:`.")),
+    ("required_prefix", "OFF", ("required_prefix", "", "required_prefix is now off.")),
+    ("ignore_prefix", "//", ("ignore_prefix", "//", "ignore_prefix is now `//`.")),
+    ("ignore_prefix", "(", ("ignore_prefix", "(", "ignore_prefix is now `(`.")),  # already skipped: harmless
+    ("ignore_prefix", "none", ("ignore_prefix", "", "ignore_prefix is now off.")),
+])
+def test_a_prefix_is_taken_as_typed_and_off_clears_it(config, name, raw, expected):
+    assert guild_options.parse(name, raw, config, readout.prefix_readers(config, GuildPrefs(1))) == expected
+
+
+@pytest.mark.parametrize("name, raw, expected", [
+    ("required_prefix", "x" * 21, "required_prefix takes up to 20 characters without spaces or backticks, or off."),
+    ("ignore_prefix", "a b", "ignore_prefix takes up to 20 characters"),
+    ("ignore_prefix", "`x", "ignore_prefix takes up to 20 characters"),
+    ("ignore_prefix", "x\u200b", "ignore_prefix takes up to 20 characters"),  # an invisible character
+    ("required_prefix", "!tts", "Messages starting with '!' are not read here, so required_prefix cannot start"),
+    ("required_prefix", "((", "Messages starting with '(' are not read here"),  # the bot's own lists
+    ("required_prefix", "//x", "Messages starting with '//' are not read here"),  # the server's ignore_prefix
+    ("ignore_prefix", "tts", "Every message read starts with the required_prefix 'tts:', so ignore_prefix 'tts' "
+                             "would skip them all."),
+])
+def test_a_prefix_that_cannot_work_is_refused_with_why(config, name, raw, expected):
+    current = dataclasses.replace(GuildPrefs(1), required_prefix="tts:", ignore_prefix="//")
+    with pytest.raises(OptionError) as info:
+        guild_options.parse(name, raw, config, readout.prefix_readers(config, current))
+    assert str(info.value).startswith(expected)
+
+
+def test_settings_show_lists_the_prefixes_and_the_cap_with_their_defaults(config):
+    fresh = guild_options.describe(GuildPrefs(1), config)
+    assert "**required_prefix**: off — only messages starting with this are read, without it; off: all" in fresh
+    assert any(line.startswith("**ignore_prefix**: off — ") for line in fresh)
+    assert any(line.startswith("**repeated_characters**: 3 — ") for line in fresh)
+    changed = guild_options.describe(
+        dataclasses.replace(GuildPrefs(1), required_prefix="tts:", repeated_characters=5, language="fr"), config)
+    assert any(line.startswith("**required_prefix**: `tts:` (default off) — ") for line in changed)
+    assert any(line.startswith("**repeated_characters**: 5 (default 3) — ") for line in changed)
+    assert any(line.startswith("**language**: fr — ") for line in changed)  # unset says "default" already
+
+
+def test_settings_show_of_the_fullest_guild_is_sent_whole(config):
+    longest = {o.field: "x" * (o.chars or 400) for o in GUILD_OPTIONS if o.kind is str}  # each at its column or more
+    prefs = dataclasses.replace(GuildPrefs(1), readout_channel_ids=[10**19 - i for i in range(20)],
+                                required_role_id=10**19, **longest)
+    lines = guild_options.describe(prefs, config)
+    sent = messages(lines)
+    assert len(sent) == 2 and all(len(m) <= MESSAGE_MAX_CHARS for m in sent) and "\n".join(sent) == "\n".join(lines)

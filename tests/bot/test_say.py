@@ -89,3 +89,9 @@ def test_truncate_keeps_a_prefix_within_the_limit(text, max_chars):
     else:
         assert out.endswith("and more")
         assert text.startswith(out.removesuffix(MORE).removesuffix("and more"))
+
+
+def test_the_servers_repeated_characters_caps_runs():
+    assert said("nooooooo!!!!!!")[0] == "nooo!!!"  # the default, 3
+    assert said("nooooooo!!!!!!", prefs=dataclasses.replace(PREFS, repeated_characters=1))[0] == "no!"
+    assert said("nooooooo 2000000", prefs=dataclasses.replace(PREFS, repeated_characters=6))[0] == "noooooo 2000000"

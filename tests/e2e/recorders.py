@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from tests.audio_util import mono
 
@@ -41,10 +42,27 @@ class Heard:
 
 async def heard_say(sb, demo, text: str):
     """/say as the demo user; the channel's audio (mono float) once it is quiet again."""
+    async def say() -> None:
+        it = await sb.slash(demo.alice, demo.general, "say", text=text)
+        assert await it.wait_text(timeout=30) == "Speaking."
+
+    return await heard_after(sb, demo, say)
+
+
+async def heard_post(sb, demo, user, text: str):
+    """`text` posted by `user` in the demo's readout channel; the channel's audio (mono float) once quiet again."""
+    async def post() -> None:
+        await sb.post(user, demo.general, text)
+
+    return await heard_after(sb, demo, post)
+
+
+async def heard_after(sb, demo, act: Callable[[], Awaitable[None]], least_s: float = 1.0):
+    """What the demo guild's voice channel heard (mono float) from `act` (at least `least_s` of audio) until it went
+    quiet."""
     capture = sb.capture(demo.guild)
     capture.clear()
-    it = await sb.slash(demo.alice, demo.general, "say", text=text)
-    assert await it.wait_text(timeout=30) == "Speaking."
-    await capture.wait_for_audio(1.0, timeout=60)
+    await act()
+    await capture.wait_for_audio(least_s, timeout=60)
     await capture.wait_until_silent(0.8, timeout=60)
     return mono(capture.pcm())

@@ -118,7 +118,8 @@ async def spoken_text(order: SayOrder, speech: SpeechSettings, prefs: GuildPrefs
     limit = prefs.max_message_chars if order.kind == "readout" else speech.max_text_chars
     if not order.cut_long and len(order.text) > limit:
         raise too_long(len(order.text), limit)
-    options = TextOptions(emoji=speech.emoji, links=speech.links, read_spoilers=prefs.read_spoilers)
+    options = TextOptions(emoji=speech.emoji, links=speech.links, read_spoilers=prefs.read_spoilers,
+                          max_repeat=prefs.repeated_characters)
     body = await speakable_content(order.text, order.guild, options, order.names, chosen)
     body = apply_dictionary(body, words or {})
     body = truncate(body, room(body, order.frame, limit, speech.max_text_chars))
