@@ -23,23 +23,25 @@ class PlayOut:
     """One stream's play-out as the engine sees it: the audio handed out, what its listener heard, and so when its next
     unit must start.
 
-    - First unit: when its listener started waiting plus the TTFA target of its class (asked-for speech or readout; a
-      readout's never before a /say arriving now: asked-for speech goes first); with no listener waiting yet (made
-      ahead of its turn), no deadline.
-    - Later unit, heard: when the audio in hand runs out, less its making time and one more unit's (a slot may be
-      taken by a unit that started just before: non-preemptive blocking), each with MAKING_MARGIN; not heard now
-      (ahead of its turn, or paused), no deadline.
+    - Until it is heard (its first unit, and those it is held for): when its listener started waiting plus the TTFA
+      target of its class (asked-for speech or readout; a readout's never before a /say arriving now: asked-for speech
+      goes first; one late is due now); with no listener waiting yet (made ahead of its turn), no deadline.
+    - Later unit, heard: when the audio in hand runs out, less its making time and the longest unit's (`largest`: a
+      slot may be taken by one that started just before, and units are not preempted), with MAKING_MARGIN; not heard
+      now (ahead of its turn, or paused), no deadline.
     `heard` is the listener's (audio seconds heard, None while none waits); without one the stream plays from its
     first chunk on (the CLI, the engine server's clients). `making(next_s)` is the engine's measured time to make a
     unit of `next_s` audio seconds (0: unknown length)."""
 
-    __slots__ = ("clock", "urgent", "heard", "making", "key", "arrived", "waiting_since", "first", "made_s", "next_s",
-                 "done")
+    __slots__ = ("clock", "urgent", "heard", "making", "key", "largest", "arrived", "waiting_since", "first", "made_s",
+                 "next_s", "done")
 
     def __init__(self, clock: Callable[[], float], *, urgent: bool,
                  heard: Callable[[], float | None] | None = None,
-                 making: Callable[[float], float] = lambda next_s: 0.0, key: Hashable = None) -> None:
+                 making: Callable[[float], float] = lambda next_s: 0.0, key: Hashable = None,
+                 largest: float = 0.0) -> None:
         self.clock = clock
+        self.largest = largest  # the audio seconds of the longest unit (one may hold a slot when this is due)
         self.key = key  # whose (a guild, a client)
         self.urgent = urgent
         self.heard = heard
@@ -78,19 +80,18 @@ class PlayOut:
     def deadline(self, coming_s: float = 0.0, next_s: float = 0.0) -> float | None:
         """When the next unit (of `next_s` audio seconds, 0: unknown) must start, with `coming_s` more audio about to be
         handed out; None: no deadline now."""
-        if self.first is None and not coming_s:
-            if self.heard is not None:
-                self._heard()
-            if self.waiting_since is None:
-                return None
-            if self.urgent:
-                return self.waiting_since + SAY_TTFA_S
-            return max(self.waiting_since + READOUT_TTFA_S, self.clock() + SAY_TTFA_S)
         heard = self._heard()
         if heard is None:
             return None
+        if not (heard > 0 or (self.heard is None and self.first is not None)):  # its listener waits for it to start
+            assert self.waiting_since is not None
+            # one late for its target is due now, not before (its listener waits either way): a unit of speech being
+            # heard whose deadline passed goes first, or it runs dry
+            if self.urgent:
+                return max(self.waiting_since + SAY_TTFA_S, self.clock())
+            return max(self.waiting_since + READOUT_TTFA_S, self.clock() + SAY_TTFA_S)
         in_hand = max(0.0, self.made_s + coming_s - heard)
-        return self.clock() + in_hand - 2 * MAKING_MARGIN * self.making(next_s)
+        return self.clock() + in_hand - MAKING_MARGIN * (self.making(next_s) + self.making(self.largest))
 
 
 def upcoming(next_s: float, rest_s: float, largest: float, growth: float) -> list[float]:
@@ -128,9 +129,9 @@ def stream_hold_s(cap: Capacity, next_s: float, unit_s: float, rest_s: float, la
                   growth: float) -> float:
     """hold_s for a stream at the load `cap` (its key's view of the engine), about `rest_s` audio seconds still to come
     (an estimate: with MAKING_MARGIN): its next unit of `next_s` audio seconds (0: unknown, a whole unit at the speed,
-    at least `unit_s`, the measured mean time to a unit's first audio) at a later step's speed,
-    one unit's blocking while more keys compete than there are slots, the others at the share the streams playing
-    leave it; 0 before any measure."""
+    at least `unit_s`, the measured mean time to a unit's first audio) at a later step's speed, the longest unit's
+    making as blocking while more keys compete than there are slots, the others at the share the streams playing
+    leave it, at the speed over all units; 0 before any measure."""
     speed = cap.next_per_second or cap.audio_per_second
     if speed <= 0:
         return 0.0
@@ -138,8 +139,10 @@ def stream_hold_s(cap: Capacity, next_s: float, unit_s: float, rest_s: float, la
     if not units:
         return 0.0
     making = next_s / speed if next_s > 0 else max(unit_s, units[0] / speed)
-    blocked = making if cap.other_keys + 1 > cap.slots else 0.0
-    # the schedulability test: each stream playing takes a slot 1/speed of the time (its units come first by their
-    # deadlines); this one gets what they leave, at most its key's slots; none left: it waits for one to end
-    share = speed * max(0.0, min(float(cap.per_key), cap.slots - cap.heard_others / speed))
+    blocked = max(making, largest / speed) if cap.other_keys + 1 > cap.slots else 0.0  # a slot freed by the longest
+    # the schedulability test: each stream playing takes a slot 1/blend of the time (its units come first by their
+    # deadlines; `blend`: a slot's speed over every unit, a run's first with its features included); this one gets
+    # what they leave of the slots (with the margin), at most its key's; none left: it waits for one to end
+    blend = cap.audio_per_second or speed
+    share = blend * max(0.0, min(float(cap.per_key), cap.slots / MAKING_MARGIN - cap.heard_others / blend))
     return hold_s(units, share, making, blocked)

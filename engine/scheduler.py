@@ -46,8 +46,8 @@ class Grant:
 class Scheduler:
     """At most `max_concurrency` grants at once, at most `per_key_limit` per key.
 
-    Earliest deadline first: among the keys under their cap, the head waiter whose `deadline` (asked at each grant) is
-    earliest goes; a key's waiters go in order. A waiter whose deadline says None (speech no listener waits for yet)
+    Earliest deadline first: among the keys under their cap, the waiter whose `deadline` (asked at each grant) is
+    earliest goes; ties in the order they came. A waiter whose deadline says None (speech no listener waits for yet)
     comes after every deadline, keys taking turns (due when it arrived, or when its key was last served if later), so
     one busy key cannot starve another. A unit is not preempted: a first unit may wait for the slot of a unit with slack
     that started before it came, at most one unit's making time (the start rule prices that: engine/realtime.py). A
@@ -162,18 +162,18 @@ class Scheduler:
             self.on_change()
 
     def _best(self, exclude: Hashable = None) -> tuple[Hashable, tuple[float, float, int], _Waiter] | None:
-        """The key whose head waiter goes first (under its cap; not `exclude`), its order and the waiter."""
+        """The key whose waiter goes first (under its cap; not `exclude`), its order and the waiter."""
         best: tuple[Hashable, tuple[float, float, int], _Waiter] | None = None
         for key, queue in self._queues.items():
             if key == exclude or self._running.get(key, 0) >= self.per_key_limit:
                 continue
-            waiter = queue[0]
-            at = waiter.deadline() if waiter.deadline is not None else None
-            # no deadline: after every deadline, keys in turn (by arrival, or the key's last service if later)
-            order = (at, 0.0, waiter.seq) if at is not None else (
-                math.inf, max(waiter.arrived, self._served.get(key, -math.inf)), waiter.seq)
-            if best is None or order < best[1]:
-                best = (key, order, waiter)
+            for waiter in queue:  # (a key's speech being heard goes before its own speech made ahead)
+                at = waiter.deadline() if waiter.deadline is not None else None
+                # no deadline: after every deadline, keys in turn (by arrival, or the key's last service if later)
+                order = (at, 0.0, waiter.seq) if at is not None else (
+                    math.inf, max(waiter.arrived, self._served.get(key, -math.inf)), waiter.seq)
+                if best is None or order < best[1]:
+                    best = (key, order, waiter)
         return best
 
     def _grant_one(self) -> bool:
@@ -184,7 +184,7 @@ class Scheduler:
                 return False
             key, _order, waiter = best
             queue = self._queues[key]
-            queue.popleft()
+            queue.remove(waiter)
             if queue:  # its next waiter goes behind those already waiting
                 self._served[key] = self.clock()
             else:  # (a waiter that comes later arrives after now anyway)

@@ -309,7 +309,8 @@ class StreamingEngine:
         urgent: bool = False,
         heard: Callable[[], float | None] | None = None,
     ) -> Stream:
-        playout = PlayOut(self.scheduler.clock, urgent=urgent, heard=heard, making=self._making, key=key)
+        playout = PlayOut(self.scheduler.clock, urgent=urgent, heard=heard, making=self._making, key=key,
+                          largest=max(self.backend.info.units))
         self._playouts.add(playout)
         chars = len(text) / max(voice.speed, 0.1) if isinstance(text, str) else 0.0  # in characters at speed 1
         return _Stream(self._chunks(text, voice, key, rate, channels, urgent, playout, chars),

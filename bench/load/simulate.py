@@ -20,6 +20,7 @@ from bot.speech.queue.pacing import catch_up_speed
 from engine.base import Capacity
 from engine.realtime import PlayOut, stream_hold_s
 from engine.scheduler import Scheduler
+from engine.streaming import ALONE_S
 
 SECONDS_PER_CHAR = 0.065  # an item's audio from its spoken text's length (Kokoro's default voice, English)
 SENTENCE_S = 4.0  # a long text's sentences, each a run of windows
@@ -202,13 +203,16 @@ class _Sim:
         scheduler.on_change = self.changed.set
         self.active: dict[Any, int] = collections.Counter()  # keys with a stream under way
         self.playouts: set[PlayOut] = set()  # (as StreamingEngine's)
+        self.asked: dict[Any, float] = {}  # when each key last asked for a slot
 
     def capacity(self, key: Any) -> Capacity:
         """The guild's view of the engine, as StreamingEngine.capacity prices it under load (every slot busy while
         others use it)."""
         others = sum(1 for k, n in self.active.items() if n and k != key)
         slots = self.sched.max_concurrency
-        busy = slots if others else 1
+        now = asyncio.get_running_loop().time()
+        alone = not any(now - t <= ALONE_S for k, t in self.asked.items() if k != key)
+        busy = min(slots, others + 1) if alone else slots
         first = self.model.first_extra_s
         blend = self.model.unit_s(1.0, busy, False)
         per_window = self.model.windows[0] if self.model.windows else 1.0
@@ -223,6 +227,7 @@ class _Sim:
         """Make `audio_s` of speech window by window as StreamingEngine._produce_steps does: each window in a slot by
         the play-out's deadline, a slot kept when nobody is due before."""
         self.active[key] += 1
+        self.asked[key] = asyncio.get_running_loop().time()
         self.playouts.add(playout)
         try:
             runs = [SENTENCE_S] * int(audio_s // SENTENCE_S) + ([audio_s % SENTENCE_S] if audio_s % SENTENCE_S else [])
@@ -299,6 +304,7 @@ class _Guild:
             return 0.0 if item.heard_from is None else loop.time() - item.heard_from
 
         item.playout = PlayOut(loop.time, urgent=item.kind == "say", heard=heard, key=self.key,
+                               largest=max(self.sim.model.windows),
                                making=lambda n: self.sim.model.unit_s(n, self.sim.sched.max_concurrency, False))
 
         def on_chunk(audio: float, next_s: float) -> None:
@@ -405,7 +411,7 @@ async def _capacity(model: CostModel, make: Callable[[], Scheduler]) -> float:
 def simulate(plan: Plan, model: CostModel, slots: int = 2, scheduler: type[Scheduler] = Scheduler) -> SimResult:
     """`plan`'s traffic (its schedule, texts and sizing as bench/load draws them) through the simulated bot."""
     def make() -> Scheduler:
-        return scheduler(slots, 1)
+        return scheduler(slots, 1, clock=asyncio.get_running_loop().time)
 
     async def main() -> SimResult:
         import random

@@ -80,19 +80,24 @@ def test_a_first_unit_is_due_by_its_class_target_from_when_its_listener_waits():
     clock.t += READOUT_TTFA_S
     # a readout late for its target still goes after a /say asked now: asked-for speech first
     assert readout.deadline() == pytest.approx(clock.t + SAY_TTFA_S)
-    assert say.deadline() < clock.t  # (still due from its turn)
+    assert say.deadline() == clock.t  # late for its target: due now (not before a unit of speech running dry)
     cli = PlayOut(clock, urgent=True)  # no listener: it plays from its first chunk, its first is due by the target
     assert cli.deadline() == pytest.approx(clock.t + SAY_TTFA_S)
+    held = PlayOut(clock, urgent=True, heard=lambda: 0.0)  # its turn came, its first audio made, held: as a first
+    held.add(0.8)
+    assert held.deadline() == pytest.approx(clock.t + SAY_TTFA_S)
+    clock.t += 2.0
+    assert held.deadline() == clock.t
 
 
-def test_a_later_unit_is_due_before_the_audio_in_hand_runs_out_less_its_making_and_one_more():
+def test_a_later_unit_is_due_before_the_audio_in_hand_runs_out_less_its_making_and_the_longest_units():
     clock = FakeClock()
-    heard = {"s": 0.0}
-    playout = PlayOut(clock, urgent=True, heard=lambda: heard["s"], making=lambda next_s: next_s / 2.0)
+    heard = {"s": 0.5}  # playing: half a second heard
+    playout = PlayOut(clock, urgent=True, heard=lambda: heard["s"], making=lambda next_s: next_s / 2.0, largest=2.0)
     playout.add(3.0)
-    assert playout.deadline(next_s=1.0) == pytest.approx(clock.t + 3.0 - 2 * MAKING_MARGIN * 0.5)
+    assert playout.deadline(next_s=1.0) == pytest.approx(clock.t + 2.5 - MAKING_MARGIN * (0.5 + 1.0))
     clock.t += 1.0
     heard["s"] = 1.0
-    assert playout.deadline(coming_s=0.5, next_s=1.0) == pytest.approx(clock.t + 2.5 - 2 * MAKING_MARGIN * 0.5)
+    assert playout.deadline(coming_s=0.5, next_s=1.0) == pytest.approx(clock.t + 2.5 - MAKING_MARGIN * (0.5 + 1.0))
     heard["s"] = None  # paused: nobody waits for it
     assert playout.deadline(next_s=1.0) is None
