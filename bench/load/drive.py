@@ -185,6 +185,7 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
         await refs.render({u.get("speed", 1.0) for u in utterances})  # each speed played, after the bot's run
         counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0], refs, before)
     restore_discord()
+    simulated = await asyncio.to_thread(simulate_here, plan)
     utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
     return {
@@ -199,7 +200,17 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
         "faster": [u["catch_up"] for u in played if u["catch_up"] > 1.0],
         "engine_beside": engine_beside(stats["engine"], t0, t0 + sent_s, slots),
         "outcomes": dict(collections.Counter(u["outcome"] for u in utterances)),
+        "simulated": simulated,
     }
+
+
+def simulate_here(plan: Plan) -> tuple[str, dict[str, float]]:
+    """The plan in the simulator on a cost model measured on this host now (after the run, with nothing else running):
+    the CPU and each goal's simulated value (bench/load/simulate.py)."""
+    from bench.load.simulate import host_model, simulate
+
+    model = host_model()
+    return model.cpu, {name: value for name, (value, _, _) in simulate(plan, model).goals(plan).items()}
 
 
 # The calibration's load, of the capacity measured alone, whatever the plan's: its speed with every slot busy is

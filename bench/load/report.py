@@ -23,12 +23,17 @@ def offered_line(offered: float, factor: float) -> tuple[str, bool]:
     return f"offered_vs_capacity: {offered:.2f} (plan {factor:.1f}x, goal within 0.1) {'OK' if ok else 'MISSED'}", ok
 
 
+def wait_value(name: str, r: dict) -> float:
+    """A p95 wait of the run: total (from the item's sending: say_ttfa, readout_delay) or the bot's own part."""
+    kind = name.split("_", 1)[0]
+    values = r["rest"][kind] if "own_wait" in name else r["say_ttfa" if kind == "say" else "readout_delay"]
+    return pct(values, 0.95) if values else math.inf
+
+
 def wait_line(name: str, r: dict, plan: Plan) -> tuple[str, bool | None]:
     """A p95 wait: total (from the item's sending: say_ttfa, readout_delay) or the bot's own part (own_wait);
     with its goal when the plan has one, else for context."""
-    kind = name.split("_", 1)[0]
-    values = r["rest"][kind] if "own_wait" in name else r["say_ttfa" if kind == "say" else "readout_delay"]
-    value = pct(values, 0.95) if values else math.inf
+    value = wait_value(name, r)
     if name in plan.goals:
         return goal_line(name, value, plan.goals[name])
     why = "the bot's own part of the wait" if "own_wait" in name else "includes its channel speaking earlier items"
@@ -86,6 +91,15 @@ def report(r: dict) -> int:
     goals = [ok for _, ok in lines if ok is not None]
     for text, _ in lines:
         print(text)
+    cpu, simulated = r["simulated"]
+    measured = {"underruns_per_100": 100 * r["underruns"] / max(1, r["played"]),
+                **{name: wait_value(name, r) for name in WAITS}}
+    print(f"simulated (bench/load/simulate.py, a cost model measured on this {cpu} after the run) against measured:")
+    for name, value in simulated.items():
+        real = measured.get(name, math.nan)
+        ratio = value / real if real else math.nan
+        print(f"  {name}: simulated {value:.2f}, measured {real:.2f} (ratio {ratio:.2f}; goal within 25%: "
+              f"{'OK' if abs(ratio - 1) <= 0.25 or value == real else 'MISSED'})")
     met = sum(goals) + (r["commands_unanswered"] == 0)
     unanswered = r["commands_unanswered"]
     print(f"commands_unanswered: {unanswered} (goal 0) {'OK' if unanswered == 0 else 'MISSED'}")

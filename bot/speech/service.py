@@ -98,7 +98,7 @@ class SpeechService:
         if sp is None:
             s = self.settings
             sp = call.speaker = GuildSpeaker(
-                guild_id, self.engine, call,
+                guild_id, self.engine, call.connection,
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
                 pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from bot.speech.call import GuildCall
 from bot.speech.playback.driver import VoiceDriver
 from bot.speech.playback.player import Player
 from bot.speech.playback.source import StreamingSource
@@ -82,7 +81,7 @@ async def play_in(conn: FakeConnection, utt: Utterance, chunks: AsyncIterator[Au
     """Play `utt`, made of `chunks` by an engine that says to hold `hold` audio seconds first, through a Player and
     the real voice driver at the engine load `capacity`."""
     driver = VoiceDriver()
-    player = Player(1, GuildCall(conn), driver, pacer, capacity=capacity,  # type: ignore[arg-type]
+    player = Player(1, conn, driver, pacer, capacity=capacity,  # type: ignore[arg-type]
                     load_changed=never_changes, e2ee_wait_s=0.5)
     utt.source = StreamingSource(500)
     utt.stream = FakeStream(chunks, hold)

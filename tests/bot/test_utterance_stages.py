@@ -8,7 +8,6 @@ import logging
 
 import pytest
 
-from bot.speech.call import GuildCall
 from bot.speech.playback.driver import VoiceDriver
 from bot.speech.playback.player import Player
 from bot.speech.queue.pacing import Pacer
@@ -44,7 +43,7 @@ def test_a_say_is_queued_synthesized_held_waits_for_e2ee_plays_and_ends(moves, c
         utt, _ = q.admit(Request("Hello there."), Pacer(), 1.0)
         q.current = q.pop()
         lookahead(q, FakeEngine(), []).start()
-        player = Player(1, GuildCall(FakeConnection()), driver, Pacer(),  # type: ignore[arg-type]
+        player = Player(1, FakeConnection(), driver, Pacer(),  # type: ignore[arg-type]
                         capacity=ample, load_changed=never_changes, e2ee_wait_s=0.5)
         try:
             outcome = await asyncio.wait_for(player.play(utt), 10.0)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from bot.aio import first_of
-from bot.speech.call import GuildCall
+from bot.speech.connection.voice_connection import VoiceConnection
 from bot.speech.playback.driver import End, Track, VoiceDriver
 from bot.speech.playback.source import StreamingSource
 from bot.speech.playback.track_handle import TrackHandle
@@ -27,12 +27,12 @@ E2EE_NOT_READY = ("The voice channel's end-to-end encryption did not get ready w
 class Player:
     """Plays a guild's utterances, one at a time, through its VoiceConnection and the process's voice driver."""
 
-    def __init__(self, guild_id: int, call: GuildCall, driver: VoiceDriver, pacer: Pacer, *,
+    def __init__(self, guild_id: int, connection: VoiceConnection, driver: VoiceDriver, pacer: Pacer, *,
                  capacity: Callable[[Request], Capacity], load_changed: Callable[[], Awaitable[None]],
                  e2ee_wait_s: float) -> None:
         self.guild_id = guild_id
-        self.call = call  # its connection, and the track whose turn it is (set here while an utterance plays)
-        self.connection = call.connection
+        self.connection = connection
+        self.track: TrackHandle | None = None  # the control of the utterance whose turn it is, from its turn to its end
         self.driver = driver
         self.pacer = pacer  # learns each played utterance's length
         self.capacity = capacity  # the engine's load as this guild sees it for a request, now
@@ -99,14 +99,21 @@ class Player:
         utt.held_s = time.monotonic() - held
 
     async def play(self, utt: Utterance) -> Outcome | None:
-        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play). The
-        call's track is its handle meanwhile (stop, give way)."""
+        """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play). Its
+        `track` is the handle meanwhile (stop, give way)."""
         assert utt.source is not None
-        handle = self.call.track = TrackHandle(utt.source)
+        handle = self.track = TrackHandle(utt.source)
         try:
             return await self._play(utt, handle)
         finally:
-            self.call.track = None
+            self.track = None
+
+    def stop_track(self) -> bool:
+        """Stop the track whose turn it is; False when there is none."""
+        if self.track is None:
+            return False
+        self.track.stop()
+        return True
 
     async def _play(self, utt: Utterance, handle: TrackHandle) -> Outcome | None:
         src = handle.source

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 
-from bot.speech.playback.feed import feed
 from bot.speech.playback.handoff import FrameHandoff
 from bot.speech.queue.pacing import FRAME_S
 from engine.base import FRAME_BYTES, AudioChunk
 
 SILENCE = b"\x00" * FRAME_BYTES
+log = logging.getLogger(__name__)
 
 
 class StreamingSource:
-    """One utterance's audio: its producer (feed.py) fills it on the loop, the voice driver reads it.
+    """One utterance's audio: the engine's chunks fill it on the loop (`start`), the voice driver reads it.
 
     All the two threads share is its FrameHandoff (bot/speech/playback/handoff.py); the rest is the loop's (the producer
     task, the waits) or the reader's. `read()` never blocks: it returns the next PCM frame, a silence frame (counted
@@ -37,10 +38,46 @@ class StreamingSource:
 
     # -- the producer's side (event loop) -----------------------------------------------------------
     def start(self, chunks: AsyncIterator[AudioChunk]) -> asyncio.Task:
-        """Begin filling the buffer from `chunks` (feed.py) in a task on the running loop."""
+        """Begin filling the buffer from `chunks` in a task on the running loop: cut into frames (the engine framed
+        them), marking where each segment after the first starts, waiting while the buffer is full, until they end,
+        fail or the source is closed; then it is finished."""
         self._loop = asyncio.get_running_loop()
-        self._task = self._loop.create_task(feed(self, chunks))
+        self._task = self._loop.create_task(self._fill(chunks))
         return self._task
+
+    async def _fill(self, chunks: AsyncIterator[AudioChunk]) -> None:
+        segment: int | None = None
+        try:
+            async for chunk in chunks:
+                if chunk.segment != segment:
+                    if segment is not None:
+                        self.mark_boundary()
+                    segment = chunk.segment
+                await self._push(chunk.pcm)
+                if self.closed:
+                    break
+        except asyncio.CancelledError:
+            self.error = self.error or asyncio.CancelledError()
+        except Exception as exc:  # noqa: BLE001 - reported to the speaker, never raised in the player thread
+            self.error = exc
+        finally:
+            try:
+                await chunks.aclose()  # type: ignore[attr-defined]  # (the engine's Stream, an async generator)
+            except Exception:
+                log.debug("closing the engine stream failed", exc_info=True)
+            self.finish()
+
+    async def _push(self, pcm: bytes) -> None:
+        """Add a chunk's frames: the engine frames audio once (engine.audio.FrameConverter), here it is only cut."""
+        if len(pcm) % FRAME_BYTES:
+            raise ValueError(f"the engine sent {len(pcm)} bytes of audio, not whole 20 ms frames")
+        for offset in range(0, len(pcm), FRAME_BYTES):
+            frame = pcm[offset:offset + FRAME_BYTES]
+            while not self.closed and not self.offer(frame):
+                await self.wait_space()
+            if self.closed:
+                return
+        self.grew()
 
     def offer(self, frame: bytes) -> bool:
         """Add one PCM frame unless the buffer is full (then False: wait_space, and offer it again)."""

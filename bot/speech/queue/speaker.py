@@ -1,5 +1,5 @@
 """GuildSpeaker: one guild's SpeechQueue, synthesized ahead by its Lookahead (lookahead.py) and played in turn by its
-Player (playback/player.py) in its GuildCall; the value types are utterance.py's."""
+Player (playback/player.py) on its voice connection; the value types are utterance.py's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 
 from bot.aio import cancel_and_wait
-from bot.speech.call import GuildCall
 from bot.speech.connection.voice_connection import VoiceConnection
 from bot.speech.playback.driver import VoiceDriver
 from bot.speech.playback.player import Player
@@ -23,13 +22,13 @@ log = logging.getLogger(__name__)
 
 
 class GuildSpeaker:
-    """Plays one guild's utterances in order in its GuildCall."""
+    """Plays one guild's utterances in order on its voice connection."""
 
     def __init__(
         self,
         guild_id: int,
         engine: Engine,
-        call: GuildCall,
+        connection: VoiceConnection,
         *,
         queue_max: int = 20,
         per_guild: int = 1,
@@ -44,12 +43,12 @@ class GuildSpeaker:
     ) -> None:
         self.guild_id = guild_id
         self.engine = engine
-        self.call = call
+        self.connection = connection
         self.idle_leave_s = idle_leave_s
         self.pacer = pacer or Pacer()
         self.on_utterance = on_utterance
         self.driver = driver or VoiceDriver()  # the process's one sender (SpeechService owns it)
-        self.player = Player(guild_id, call, self.driver, self.pacer, capacity=self.capacity,
+        self.player = Player(guild_id, connection, self.driver, self.pacer, capacity=self.capacity,
                              load_changed=engine.capacity_changed, e2ee_wait_s=e2ee_wait_s)
         self._queue = SpeechQueue(queue_max)
         self.ahead = Lookahead(guild_id, engine, self._queue, self.pacer, rate=self.rate, stale=self._stale,
@@ -58,17 +57,13 @@ class GuildSpeaker:
         self._task: asyncio.Task | None = None
         self._closed = False
 
-    @property
-    def connection(self) -> VoiceConnection:
-        return self.call.connection
-
     # -- public API ----------------------------------------------------------------------------
     def enqueue(self, request: Request, *, limit: int | None = None, max_delay: float = float("inf")) -> Utterance:
         """Queue a request (SpeechQueue.admit: its expected wait, Late past `max_delay`, QueueFull at the bound) and
         start its synthesis; what plays now gives way to it when the queue says so."""
         utt, gives_way = self._queue.admit(request, self.pacer, self.rate(request), limit=limit, max_delay=max_delay)
-        if gives_way and self.call.track is not None:
-            self.call.track.give_way()  # pauses at its next sentence for this asked-for speech
+        if gives_way and self.player.track is not None:
+            self.player.track.give_way()  # pauses at its next sentence for this asked-for speech
         self._ensure_running()
         self.ahead.start()
         self._wakeup.set()
@@ -100,7 +95,7 @@ class GuildSpeaker:
         if utt is None:
             return False
         utt.skipped = True
-        if not self.call.stop_track() and utt.source is not None:  # between its turn's handle and its end
+        if not self.player.stop_track() and utt.source is not None:  # between its turn's handle and its end
             utt.source.close()
         return True
 
