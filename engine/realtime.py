@@ -17,6 +17,14 @@ READOUT_TTFA_S = 2.0
 MAKING_MARGIN = 1.25
 # Weight of the newest measure in the moving averages of making times and speeds: about the last ten units.
 SPEED_WEIGHT = 0.1
+# The load a stream is priced at: every slot busy while another key asked for a slot within ALONE_S (it may be back
+# mid-utterance: at the load bench's 0.7x the next guild came within seconds, and a run priced alone ran dry when it
+# came: 113 underrun frames per 100 utterances on a 2-core EPYC, 2026-12-06-sentences-and-windows.md), and then a
+# stepping backend may follow its schedule for an idle engine (Kokoro's smaller first windows) ...
+ALONE_S = 30.0
+# ... and a key that asked for a slot within RECENT_KEYS_S still competes (a lull between one guild's units is not a
+# free engine).
+RECENT_KEYS_S = 5.0
 
 
 class PlayOut:

@@ -36,7 +36,7 @@ from engine.base import (
 from engine.catalog import VoiceCatalog
 from engine.heap import give_back
 from engine.load_changes import LoadChanges
-from engine.realtime import SPEED_WEIGHT, PlayOut, stream_hold_s
+from engine.realtime import ALONE_S, RECENT_KEYS_S, SPEED_WEIGHT, PlayOut, stream_hold_s
 from engine.scheduler import Deadline, Grant, Scheduler
 from engine.segment import clean_text, split_segments, split_sentences
 from engine.settings import EngineSettings
@@ -47,12 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _END = object()  # a job's queue sentinel: the segment is complete
-RECENT_KEYS_S = 5.0  # a key that asked for a slot this recently still counts as competing for the engine
-# a stream is the engine's alone when no other key asked for a slot for this long: a stepping backend may then follow
-# its schedule for an idle engine (BackendInfo.alt_units: Kokoro's smaller first windows). At the load bench's 0.7x
-# (an item every ~2 s) a gap of 5 s was common and those runs ran dry when the next guild came (113 underrun frames
-# per 100 utterances on a 2-core EPYC, against 0 with the loaded schedule: 2026-12-06-sentences-and-windows.md)
-ALONE_S = 30.0
 WARM_UP_KEY = "warm-up"  # whom warm_up's utterance is made for
 
 

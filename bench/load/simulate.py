@@ -18,9 +18,8 @@ from typing import Any
 from bench.load.traffic import HOSTILE, PHRASES, SPEECH_SHARE, Plan, expected_texts, hostile, schedule, speech_texts
 from bot.speech.queue.pacing import catch_up_speed
 from engine.base import Capacity
-from engine.realtime import PlayOut, stream_hold_s
+from engine.realtime import ALONE_S, PlayOut, stream_hold_s
 from engine.scheduler import Scheduler
-from engine.streaming import ALONE_S
 
 SECONDS_PER_CHAR = 0.065  # an item's audio from its spoken text's length (Kokoro's default voice, English)
 SENTENCE_S = 4.0  # a long text's sentences, each a run of windows
