@@ -185,7 +185,7 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
         await refs.render({u.get("speed", 1.0) for u in utterances})  # each speed played, after the bot's run
         counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0], refs, before)
     restore_discord()
-    simulated = await asyncio.to_thread(simulate_here, plan)
+    simulated = await asyncio.to_thread(simulate_here, plan, calibration.get("speeds"))
     utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
     return {
@@ -204,12 +204,16 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
     }
 
 
-def simulate_here(plan: Plan) -> tuple[str, dict[str, float]]:
-    """The plan in the simulator on a cost model measured on this host now (after the run, with nothing else running):
-    the CPU and each goal's simulated value (bench/load/simulate.py)."""
-    from bench.load.simulate import host_model, simulate
+def simulate_here(plan: Plan, speeds: dict[int, float] | None) -> tuple[str, dict[str, float]]:
+    """The plan in the simulator (bench/load/simulate.py) on a cost model of this host: the speeds per slot the bot's
+    engine measured in the calibration, beside its playback (every unit's, a run's features included), else one
+    measured on the backend now: the model's name and each goal's simulated value."""
+    from bench.load.simulate import CostModel, host_model, simulate
 
     model = host_model()
+    if speeds:
+        model = CostModel(f"{model.cpu}, the calibration's speeds", dict(speeds), {k: 0.0 for k in speeds},
+                          model.windows)
     return model.cpu, {name: value for name, (value, _, _) in simulate(plan, model).goals(plan).items()}
 
 

@@ -94,7 +94,7 @@ def report(r: dict) -> int:
     cpu, simulated = r["simulated"]
     measured = {"underruns_per_100": 100 * r["underruns"] / max(1, r["played"]),
                 **{name: wait_value(name, r) for name in WAITS}}
-    print(f"simulated (bench/load/simulate.py, a cost model measured on this {cpu} after the run) against measured:")
+    print(f"simulated (bench/load/simulate.py; cost model: {cpu}) against measured:")
     for name, value in simulated.items():
         real = measured.get(name, math.nan)
         ratio = value / real if real else math.nan
