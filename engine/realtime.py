@@ -31,9 +31,11 @@ class PlayOut:
     """One stream's play-out as the engine sees it: the audio handed out, what its listener heard, and so when its next
     unit must start.
 
-    - Until it is heard (its first unit, and those it is held for): when its listener started waiting plus the TTFA
-      target of its class (asked-for speech or readout; a readout's never before a /say arriving now: asked-for speech
-      goes first; one late is due now); with no listener waiting yet (made ahead of its turn), no deadline.
+    - Its first unit: when its listener started waiting plus the TTFA target of its class (asked-for speech or
+      readout; a readout's never before a /say arriving now: asked-for speech goes first; one late is due now); with
+      no listener waiting yet (made ahead of its turn), or held at its turn with its first audio made (what it is held
+      for is made in what the deadlines leave: not yet admitted, it must not take slots from speech being heard),
+      no deadline.
     - Later unit, heard: when the audio in hand runs out, less its making time and the longest unit's (`largest`: a
       slot may be taken by one that started just before, and units are not preempted), with MAKING_MARGIN; not heard
       now (ahead of its turn, or paused), no deadline.
@@ -91,6 +93,8 @@ class PlayOut:
         heard = self._heard()
         if heard is None:
             return None
+        if self.first is not None and not coming_s and heard == 0 and self.heard is not None:
+            return None  # held at its turn: not heard, its first audio made; it takes what deadlines leave
         if not (heard > 0 or (self.heard is None and self.first is not None)):  # its listener waits for it to start
             assert self.waiting_since is not None
             # one late for its target is due now, not before (its listener waits either way): a unit of speech being

@@ -47,9 +47,9 @@ class Scheduler:
     """At most `max_concurrency` grants at once, at most `per_key_limit` per key.
 
     Earliest deadline first: among the keys under their cap, the waiter whose `deadline` (asked at each grant) is
-    earliest goes; ties in the order they came. A waiter whose deadline says None (speech no listener waits for yet)
-    comes after every deadline, keys taking turns (due when it arrived, or when its key was last served if later), so
-    one busy key cannot starve another. A unit is not preempted: a first unit may wait for the slot of a unit with slack
+    earliest goes; at the same deadline asked-for speech (`urgent`) first, then in the order they came. A waiter whose
+    deadline says None (speech no listener waits for yet) comes after every deadline, keys taking turns (due when it
+    arrived, or when its key was last served if later), so one busy key cannot starve another. A unit is not preempted: a first unit may wait for the slot of a unit with slack
     that started before it came, at most one unit's making time (the start rule prices that: engine/realtime.py). A
     waiter that is cancelled leaves the queue; one cancelled just as it was granted gives the slot back.
     Must be used from one event loop; `clock` is the engine's (the loop's time in the simulator).
@@ -90,12 +90,13 @@ class Scheduler:
             raise
 
     def keep(self, grant: Grant, at: float | None) -> bool:
-        """Whether `grant`'s key may keep its slot for its next unit, due at `at` (None: no deadline): no waiter of
-        another key goes before it (the slot passes at a unit's boundary as if the next unit had asked, without the gap
-        in which a later waiter would take it). False: the caller releases it and asks again."""
+        """Whether `grant`'s key may keep its slot for its next unit, due at `at` (None: no deadline): no other waiter
+        that could take the slot goes before it, its own key's included (the slot passes at a unit's boundary as if
+        the next unit had asked, without the gap in which a later waiter would take it). False: the caller releases it
+        and asks again."""
         if grant.released or at is None:
             return False
-        best = self._best(exclude=grant.key)
+        best = self._best(freed=grant.key)
         return best is None or (at, -1) < best[1][:2]
 
     @property
@@ -161,16 +162,17 @@ class Scheduler:
         if self.on_change is not None:
             self.on_change()
 
-    def _best(self, exclude: Hashable = None) -> tuple[Hashable, tuple[float, float, int], _Waiter] | None:
-        """The key whose waiter goes first (under its cap; not `exclude`), its order and the waiter."""
+    def _best(self, freed: Hashable = None) -> tuple[Hashable, tuple[float, float, int], _Waiter] | None:
+        """The key whose waiter goes first (under its cap, with one of `freed`'s grants counted as released), its order
+        and the waiter."""
         best: tuple[Hashable, tuple[float, float, int], _Waiter] | None = None
         for key, queue in self._queues.items():
-            if key == exclude or self._running.get(key, 0) >= self.per_key_limit:
+            if self._running.get(key, 0) - (key == freed) >= self.per_key_limit:
                 continue
             for waiter in queue:  # (a key's speech being heard goes before its own speech made ahead)
                 at = waiter.deadline() if waiter.deadline is not None else None
                 # no deadline: after every deadline, keys in turn (by arrival, or the key's last service if later)
-                order = (at, 0.0, waiter.seq) if at is not None else (
+                order = (at, float(not waiter.urgent), waiter.seq) if at is not None else (
                     math.inf, max(waiter.arrived, self._served.get(key, -math.inf)), waiter.seq)
                 if best is None or order < best[1]:
                     best = (key, order, waiter)

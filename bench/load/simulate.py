@@ -455,10 +455,10 @@ class FirstComeFirstServed(Scheduler):
     def keep(self, grant: Any, at: float | None) -> bool:
         return False
 
-    def _best(self, exclude: Any = None) -> Any:
+    def _best(self, freed: Any = None) -> Any:
         best = None
         for key, queue in self._queues.items():
-            if key == exclude or self._running.get(key, 0) >= self.per_key_limit:
+            if self._running.get(key, 0) - (key == freed) >= self.per_key_limit:
                 continue
             waiter = queue[0]
             order = (math.inf, 0.0, waiter.seq)

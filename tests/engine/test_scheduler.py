@@ -195,3 +195,23 @@ async def test_waiters_say_whether_they_are_asked_for_speech() -> None:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     holder.release()
+
+
+async def test_a_slot_is_not_kept_for_a_stream_when_its_own_guilds_other_speech_is_due_first() -> None:
+    clock = FakeClock()
+    sched = Scheduler(max_concurrency=2, per_key_limit=1, clock=clock)
+    grant = await sched.acquire("a")  # a's readout, made ahead of its turn
+    say = asyncio.create_task(sched.acquire("a", deadline=lambda: clock.t + 0.5, urgent=True))  # a's /say, waiting
+    await asyncio.sleep(0)
+    assert not say.done()  # a's one slot is taken
+    assert not sched.keep(grant, clock.t + 3.0) and sched.keep(grant, clock.t + 0.1)
+    grant.release()
+    (await say).release()
+
+
+async def test_at_the_same_deadline_asked_for_speech_goes_first() -> None:
+    clock = FakeClock()
+    sched = Scheduler(max_concurrency=1, per_key_limit=1, clock=clock)
+    order = await _order(sched, [("readout", {"deadline": lambda: clock.t}),
+                                 ("say", {"deadline": lambda: clock.t, "urgent": True})])
+    assert order == ["say", "readout"]
