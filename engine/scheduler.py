@@ -49,9 +49,10 @@ class Scheduler:
     Earliest deadline first: among the keys under their cap, the waiter whose `deadline` (asked at each grant) is
     earliest goes; at the same deadline asked-for speech (`urgent`) first, then in the order they came. A waiter whose
     deadline says None (speech no listener waits for yet) comes after every deadline, keys taking turns (due when it
-    arrived, or when its key was last served if later), so one busy key cannot starve another. A unit is not preempted: a first unit may wait for the slot of a unit with slack
-    that started before it came, at most one unit's making time (the start rule prices that: engine/realtime.py). A
-    waiter that is cancelled leaves the queue; one cancelled just as it was granted gives the slot back.
+    arrived, or when its key was last served if later), so one busy key cannot starve another. A unit is not
+    preempted: a first unit may wait for the slot of a unit with slack that started before it came, at most one unit's
+    making time (the start rule prices that: engine/realtime.py). A waiter that is cancelled leaves the queue; one
+    cancelled just as it was granted gives the slot back.
     Must be used from one event loop; `clock` is the engine's (the loop's time in the simulator).
     """
 
