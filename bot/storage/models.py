@@ -155,3 +155,24 @@ class DictionaryEntryRow(Base):
     guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     word: Mapped[str] = mapped_column(String(64), primary_key=True)
     say_as: Mapped[str] = mapped_column(String(200))
+
+
+class UserDictionaryEntryRow(Base):
+    """A user's own pronunciation, in every server: a whole word (lowercase) and what is said instead."""
+
+    __tablename__ = "user_dictionary_entries"
+
+    user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    word: Mapped[str] = mapped_column(String(64), primary_key=True)
+    say_as: Mapped[str] = mapped_column(String(200))
+
+
+class DictionaryPatternRow(Base):
+    """A guild's pattern entry: a regular expression of the safe subset (bot/dictionary_patterns.py) and what is
+    said instead."""
+
+    __tablename__ = "dictionary_patterns"
+
+    guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    pattern: Mapped[str] = mapped_column(String(200), primary_key=True)
+    say_as: Mapped[str] = mapped_column(String(200))

@@ -11,7 +11,7 @@ from bot.storage import settings_repo, voices_repo
 from bot.storage.database import Database, downgrade_sync, upgrade, upgrade_sync
 
 TABLES = {"voices", "voice_features", "voice_shares", "user_settings", "member_settings", "guild_settings",
-          "dictionary_entries"}
+          "dictionary_entries", "user_dictionary_entries", "dictionary_patterns"}
 
 
 async def _tables(url: str) -> set[str]:
