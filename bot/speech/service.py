@@ -224,7 +224,9 @@ class SpeechService:
             if order.voice_name:
                 raise UserError("Custom voices are not available on this bot.")
             return Voice()
-        return await self.voices.resolve((order.voice_of or order.author).id, order.guild.id, order.voice_name)
+        speaker = order.voice_of or order.author
+        roles = [r.id for r in reversed(getattr(speaker, "roles", []))]  # highest first: a role's voice (role_voice)
+        return await self.voices.resolve(speaker.id, order.guild.id, order.voice_name, roles)
 
     def queued_text(self, guild_id: int, utt: Utterance) -> str:
         """What the asker is told: speaking now, or queued, with the expected wait when it is long."""
