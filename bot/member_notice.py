@@ -23,7 +23,7 @@ async def _tell(member: discord.Member, text: str, channel: object) -> str:
         log.info("guild %s: no DM to %s: %s", member.guild.id, member.id, exc)
     if isinstance(channel, discord.abc.Messageable):
         try:
-            await channel.send(f"{member.mention}, {text}", allowed_mentions=discord.AllowedMentions(users=[member]))
+            await channel.send(f"{member.mention}: {text}", allowed_mentions=discord.AllowedMentions(users=[member]))
             return "with a mention here"
         except discord.HTTPException as exc:
             log.info("guild %s: could not mention %s: %s", member.guild.id, member.id, exc)

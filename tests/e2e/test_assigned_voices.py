@@ -98,4 +98,12 @@ async def test_a_moderator_names_a_member_and_the_member_is_told(sb, demo, bot):
     assert [m.content for m in sb.dm_channel(demo.alice).messages] == \
         [f"In {demo.guild.name} a moderator set the name read for you to Ally."]
     assert await bot.prefs.nickname(demo.guild.id, demo.alice.id) == "Ally"
+    # her DMs closed (Discord answers 403): she is told by a mention where the moderator asked
+    dm = sb.fail_route("POST", f"/channels/{sb.dm_channel(demo.alice).id}/messages", status=403, times=1)
+    said = await answer(sb, manager, demo.general, "nickname", member=demo.alice)
+    assert said == f"The name read for <@{demo.alice.id}> is now their display name; they were told with a " \
+                   "mention here." and dm.times == 0
+    assert demo.general.messages[-1].content == \
+        f"<@{demo.alice.id}>: In {demo.guild.name} a moderator set the name read for you back to the display name."
+    assert await bot.prefs.nickname(demo.guild.id, demo.alice.id) is None
     assert await answer(sb, demo.alice, demo.general, "nickname", member=demo.alice, name="Al") == "I'll call you Al."
