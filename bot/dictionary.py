@@ -64,18 +64,18 @@ def pronounce(text: str, rules: Rules, budget_s: float = BUDGET_S) -> str:
     words, linear, always apply."""
     pieces: list[Piece] = [(text, False)]
     deadline = time.monotonic() + budget_s
-    patterns = sum(len(layer.patterns) for layer in rules.layers)
-    done = 0
+    total = sum(len(layer.patterns) for layer in rules.layers)
+    done, spent = 0, False
     for layer in rules.layers:
         if layer.words:
             pieces = _splice(pieces, functools.partial(_found_words, entries=layer.words))
-        for pattern in layer.patterns if done < patterns else ():
+        for pattern in () if spent else layer.patterns:
             try:
                 pieces = _splice(pieces, functools.partial(_found_pattern, pattern=pattern, deadline=deadline))
             except TimeoutError:
                 log.warning("dictionary patterns over their %.0f ms budget: %d of %d not applied",
-                            budget_s * 1000, patterns - done, patterns)
-                done = patterns
+                            budget_s * 1000, total - done, total)
+                spent = True
                 break
             done += 1
     return "".join(p for p, _ in pieces)

@@ -74,7 +74,7 @@ class VoiceService:
             if not allowed:
                 raise UserError("This server does not allow custom voices.")
             info = await self.find_visible(user_id, guild_id, name)
-            return await self._voice(info.id, user_id, guild_id, prefs, allowed) or self._default(prefs)
+            return await self._voice(info.id, user_id, guild_id, prefs, allowed) or self._base(prefs)
         own = await self._voice(prefs.active_voice_id, user_id, guild_id, prefs, allowed) \
             or self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch)
         if guild_id is not None and (own is None or (await self.prefs.guild(guild_id)).lock_voice):
@@ -82,11 +82,12 @@ class VoiceService:
                 assigned = await self._voice(ref, user_id, guild_id, prefs, allowed)
                 if assigned is not None:
                     return assigned
-        return own or self._default(prefs)
+        return own or self._base(prefs)
 
-    @staticmethod
-    def _default(prefs: UserPrefs) -> Voice:
-        return Voice(speed=prefs.speed, pitch=prefs.pitch)
+    def _base(self, prefs: UserPrefs) -> Voice:
+        """The user's stock voice, else the default, in their speed and pitch."""
+        return self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch) or Voice(speed=prefs.speed,
+                                                                                       pitch=prefs.pitch)
 
     async def _voice(self, ref: str | None, user_id: int, guild_id: int | None, prefs: UserPrefs,
                      allowed: bool) -> Voice | None:
@@ -273,12 +274,12 @@ class VoiceService:
                                      stock_voice=ref if stock else None)
         return said
 
-    async def assign(self, guild_id: int, member_id: int, name: str) -> str:
-        """A moderator sets `member_id`'s voice in this server (/voice set): a voice they may use, or `default` to
-        clear it; its name in words, or a UserError saying why not (nothing changed)."""
+    async def assign(self, guild_id: int, member_id: int, name: str) -> str | None:
+        """A moderator sets `member_id`'s voice in this server (/voice set): a voice they may use, its name in
+        words; or `default`, None: the one set is removed. A UserError says why not (nothing changed)."""
         if " ".join(name.split()).lower() in CLEARED:
             await self.prefs.update_member(guild_id, member_id, voice=None)
-            return "their own choice again"
+            return None
         ref, said, _ = await self._usable(member_id, guild_id, name, who="That member has")
         await self.prefs.update_member(guild_id, member_id, voice=ref)
         return said
@@ -303,8 +304,8 @@ class VoiceService:
 
         def read(raw: str) -> tuple[str, str]:
             role_text, _, voice = " ".join(raw.split()).partition(" ")
-            found = ROLE_MENTION.fullmatch(role_text)
-            role = guild.get_role(int(found.group(1) or found.group(2))) if found else None
+            mention = ROLE_MENTION.fullmatch(role_text)
+            role = guild.get_role(int(mention.group(1) or mention.group(2))) if mention else None
             if role is None:
                 raise OptionError(f"I see no role {role_text[:40]!r} in this server: role_voice takes @role VOICE "
                                   "(or @role off).")
@@ -312,16 +313,15 @@ class VoiceService:
             if voice.lower() in CLEARED:
                 mapping.pop(role.id, None)
                 return role_voices.format_mapping(mapping), f"off for {role.mention}"
-            stock = self.stock.find(voice)
-            info = shared.get(voice.lower())
-            if stock is None and info is None:
+            stock, info = self.stock.find(voice), shared.get(voice.lower())
+            found = (stock.name, stock.label) if stock is not None else (info.id, info.name) if info else None
+            if found is None:
                 raise OptionError(f"No stock voice or voice shared with this server is named {voice[:40]!r}; a role's "
                                   "voice must be one every member can use (/voice share NAME server:true).")
             if role.id not in mapping and len(mapping) >= role_voices.MAX_ROLES:
                 raise OptionError(f"{role_voices.MAX_ROLES} roles have a voice, the most allowed; remove one first.")
-            ref, label = (stock.name, stock.label) if stock is not None else (info.id, info.name)  # type: ignore
-            mapping[role.id] = (ref, label)
-            return role_voices.format_mapping(mapping), f"{label} for {role.mention}"
+            mapping[role.id] = found
+            return role_voices.format_mapping(mapping), f"{found[1]} for {role.mention}"
 
         return read
 

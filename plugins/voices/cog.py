@@ -134,12 +134,12 @@ class VoicesCog(commands.Cog):
     @app_commands.check(checks.manage_guild)
     async def set_(self, interaction: discord.Interaction, member: discord.Member, voice: str) -> None:
         said = await self.voices.assign(interaction.guild_id, member.id, voice)
-        locked = (await self.bot.prefs.guild(interaction.guild_id)).lock_voice
-        told = await tell_member(member, f"In {interaction.guild.name} a moderator set your voice to {said}"
-                                         f"{'' if locked else ' (your own /voice use still wins)'}.",
-                                 interaction.channel)
-        await reply(interaction, f"{member.mention}'s voice here is now {said}"
-                                 f"{'' if locked else ' unless they chose their own (lock_voice is off)'}; {told}",
+        unless = "" if (await self.bot.prefs.guild(interaction.guild_id)).lock_voice else \
+            " (your own /voice use still wins: this server does not lock voices)"
+        news = f"set your voice to {said}{unless}" if said else "removed the voice set for you"
+        told = await tell_member(member, f"In {interaction.guild.name} a moderator {news}.", interaction.channel)
+        now = f"is now {said}{unless.replace('your', 'their')}" if said else "is their own choice again"
+        await reply(interaction, f"{member.mention}'s voice here {now}; {told}",
                     allowed_mentions=discord.AllowedMentions.none())
 
     @group.command(name="preview", description="Hear a voice in the voice channel (or as a file when I'm not in one)")

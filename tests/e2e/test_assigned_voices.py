@@ -79,7 +79,10 @@ async def test_role_voice_gives_way_to_the_members_own_unless_locked_and_a_moder
     assert dm == [f"In {demo.guild.name} a moderator set your voice to 'mine'."]
     await heard_say(sb, demo, "The moderator's choice.")  # over the role's voice
     assert voices[-1] == mine.id
-    await answer(sb, manager, demo.general, "voice set", member=demo.alice, voice="default")
+    assert await answer(sb, manager, demo.general, "voice set", member=demo.alice, voice="default") == \
+        f"<@{demo.alice.id}>'s voice here is their own choice again; they were told by DM."
+    assert sb.dm_channel(demo.alice).messages[-1].content == \
+        f"In {demo.guild.name} a moderator removed the voice set for you."
     await set_option("role_voice", f"<@&{singers.id}> off")
     await set_option("lock_voice", "off")
     await heard_say(sb, demo, "Her own once more.")
