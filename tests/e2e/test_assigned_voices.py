@@ -96,6 +96,11 @@ async def test_a_moderator_names_a_member_and_the_member_is_told(sb, demo, bot):
     assert await bot.prefs.nickname(demo.guild.id, manager.id) is None
     assert "at most 32 characters" in await answer(sb, manager, demo.general, "nickname", member=demo.alice,
                                                    name="x" * 33)
+    stranger = sb.user("stranger")  # not a member of the server: the bot cannot see them there
+    for command, options in (("nickname", {"name": "Who"}), ("voice set", {"voice": "default"})):
+        assert await answer(sb, manager, demo.general, command, member=stranger, **options) == \
+            "I cannot see stranger in this server; name one of its members."
+    assert await bot.prefs.nickname(demo.guild.id, stranger.id) is None
     said = await answer(sb, manager, demo.general, "nickname", member=demo.alice, name="Ally")
     assert said == f"The name read for <@{demo.alice.id}> is now Ally; they were told by DM."
     assert [m.content for m in sb.dm_channel(demo.alice).messages] == \
