@@ -10,6 +10,7 @@ from discord.ext import commands
 
 from bot.config import Settings
 from bot.dictionary import DictionaryService
+from bot.dictionary_file import global_entries
 from bot.errors import on_app_command_error, reply
 from bot.languages import LanguageService
 from bot.metrics import BotMetrics
@@ -95,7 +96,7 @@ class VoiceBot(commands.AutoShardedBot):
         c = self.config
         self.stock = StockVoices(self.engine)
         self.voices = VoiceService(self.db, self.engine, c.voices, self.prefs, self.stock)
-        self.dictionary = DictionaryService(self.db)
+        self.dictionary = DictionaryService(self.db, global_entries(c))
         self.languages = LanguageService(self.engine, self.prefs, self.stock)
         self.speech = SpeechService(self, self.engine, c, prefs=self.prefs, voices=self.voices,
                                     dictionary=self.dictionary, languages=self.languages)

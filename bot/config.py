@@ -82,6 +82,11 @@ class ReadoutSettings:
 
 
 @dataclass(frozen=True)
+class DictionarySettings:
+    global_file: str = ""  # the operator's pronunciations for every server (JSON or TOML); empty: none
+
+
+@dataclass(frozen=True)
 class WebSettings:
     enabled: bool = False
     host: str = "127.0.0.1"
@@ -98,6 +103,7 @@ class Settings:
     speech: SpeechSettings = field(default_factory=SpeechSettings)
     voices: VoiceSettings = field(default_factory=VoiceSettings)
     readout: ReadoutSettings = field(default_factory=ReadoutSettings)
+    dictionary: DictionarySettings = field(default_factory=DictionarySettings)
     web: WebSettings = field(default_factory=WebSettings)
     base_dir: str = field(default=".", metadata={"config": False})  # the config file's folder: relative paths' base
 
@@ -174,6 +180,7 @@ def _validate(settings: Settings, file: str) -> None:
         raise ConfigError(f"{file}: 'speech.catch_up_speed': expected 1 to 2, got {settings.speech.catch_up_speed}")
     if settings.speech.lookahead < 0:
         raise ConfigError(f"{file}: 'speech.lookahead': expected 0 or more, got {settings.speech.lookahead}")
+    _check_dictionary(settings, file)
     problems = settings.engine.table_problems()  # each backend package checks its own table
     if problems:
         raise ConfigError(f"{file}: {problems[0]}")
@@ -183,3 +190,13 @@ def _validate(settings: Settings, file: str) -> None:
             f"{file}: 'speech.max_text_chars' ({settings.speech.max_text_chars}) plus the {len(MORE)} characters of "
             f"{MORE.strip(', ')!r} must fit 'engine.max_text_chars' ({settings.engine.max_text_chars})"
         )
+
+
+def _check_dictionary(settings: Settings, file: str) -> None:
+    """The operator's global dictionary is read and checked at start: what is wrong with it stops the bot."""
+    from bot.dictionary_file import GlobalFileError, global_entries
+
+    try:
+        global_entries(settings)
+    except GlobalFileError as exc:
+        raise ConfigError(f"{file}: 'dictionary.global_file': {exc}") from None

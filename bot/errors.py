@@ -73,6 +73,8 @@ def describe(error: Exception) -> str | None:
             perms = ", ".join(getattr(error, "missing_permissions", []) or []).replace("_", " ").title()
             return text.format(perms=perms or "required", retry=getattr(error, "retry_after", 0.0))
     if isinstance(error, app_commands.TransformerError):
+        if isinstance(error.value, discord.abc.User):  # a member option given someone outside the server
+            return f"I cannot see {error.value.name} in this server; name one of its members."
         return f"I could not understand {error.value!r} as a {error.type.name.lower()}."
     if isinstance(error, OperationalError):  # locked, read-only, unreachable: the request itself was fine
         log.warning("database unavailable: %s", error.orig if error.orig is not None else error)

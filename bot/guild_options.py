@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bot import role_voices
+
 if TYPE_CHECKING:
     from bot.config import Settings
 
@@ -29,6 +31,7 @@ class GuildOption:
     low: int = 0  # ints: the least value accepted
     ceiling: str = ""  # ints: the config key ("section.key") a guild may not exceed; this bot's own limit
     chars: int = 0  # str taken as typed (a prefix): at most this many characters, shown in code; empty: off
+    shown: Callable[[Any], str] | None = None  # how /settings show says the value, where it is not plain
 
     def __post_init__(self) -> None:
         if self.name and self.kind is int and not self.ceiling:
@@ -68,6 +71,11 @@ GUILD_OPTIONS: tuple[GuildOption, ...] = (
                 name="repeated_characters", low=1, ceiling="speech.max_repeated_characters"),
     GuildOption("announce_voice", bool, False, 'say "NAME joined" and "NAME left" in the bot\'s voice channel',
                 name="announce"),
+    GuildOption("role_voices", str, "", "a role's voice: @role VOICE (a stock voice or one shared with the server), "
+                "@role off; a member's own voice wins unless lock_voice", name="role_voice",
+                shown=role_voices.shown),
+    GuildOption("lock_voice", bool, False, "role voices and /voice set win over members' own voices",
+                name="lock_voice"),
 )
 BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
 OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers
@@ -104,6 +112,8 @@ def effective(prefs: Any, config: Settings) -> Any:
 
 
 def _shown(option: GuildOption, value: Any) -> str:
+    if option.shown is not None:
+        return option.shown(value)
     if isinstance(value, bool):
         return "on" if value else "off"
     if option.chars:

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.storage import settings_repo as repo
 from bot.storage.database import Database
-from bot.storage.settings_repo import GuildPrefs, UserPrefs
+from bot.storage.settings_repo import GuildPrefs, MemberPrefs, UserPrefs
 
 USER_TTL_S = 30.0  # user settings may change on another shard's process
 
@@ -17,7 +17,7 @@ class PrefsService:
         self.db = db
         self._guilds: dict[int, GuildPrefs] = {}
         self._users: dict[int, tuple[float, UserPrefs]] = {}
-        self._nicknames: dict[tuple[int, int], str | None] = {}  # guild state: lives on this shard
+        self._members: dict[tuple[int, int], MemberPrefs] = {}  # guild state: lives on this shard
 
     async def guild(self, guild_id: int) -> GuildPrefs:
         prefs = self._guilds.get(guild_id)
@@ -47,18 +47,24 @@ class PrefsService:
     def forget_user(self, user_id: int) -> None:
         self._users.pop(user_id, None)
 
-    async def nickname(self, guild_id: int, user_id: int) -> str | None:
+    async def member(self, guild_id: int, user_id: int) -> MemberPrefs:
         """Read for every readout message, so kept in memory after the first query."""
         key = (guild_id, user_id)
-        if key not in self._nicknames:
-            if len(self._nicknames) > 50_000:
-                self._nicknames.clear()
-            self._nicknames[key] = await repo.get_nickname(self.db, guild_id, user_id)
-        return self._nicknames[key]
+        if key not in self._members:
+            if len(self._members) > 50_000:
+                self._members.clear()
+            self._members[key] = await repo.get_member(self.db, guild_id, user_id)
+        return self._members[key]
+
+    async def update_member(self, guild_id: int, user_id: int, **changes: str | None) -> MemberPrefs:
+        prefs = self._members[(guild_id, user_id)] = await repo.update_member(self.db, guild_id, user_id, **changes)
+        return prefs
+
+    async def nickname(self, guild_id: int, user_id: int) -> str | None:
+        return (await self.member(guild_id, user_id)).nickname
 
     async def set_nickname(self, guild_id: int, user_id: int, nickname: str | None) -> None:
-        await repo.set_nickname(self.db, guild_id, user_id, nickname)
-        self._nicknames[(guild_id, user_id)] = nickname
+        await self.update_member(guild_id, user_id, nickname=nickname)
 
     async def spoken_name(self, guild_id: int, user_id: int) -> str | None:
         """How this user's name is said here when they chose: their /nickname in this guild, else how they

@@ -6,11 +6,14 @@ import asyncio
 import collections
 import logging
 import re
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import aiohttp
+import discord
 from discord import app_commands
 
+from bot import role_voices
 from bot.config import VoiceSettings
 from bot.errors import UserError
 from bot.guild_options import OptionError
@@ -18,6 +21,7 @@ from bot.prefs import PrefsService
 from bot.stock_voices import StockVoices
 from bot.storage import voices_repo as repo
 from bot.storage.database import Database
+from bot.storage.settings_repo import UserPrefs
 from bot.storage.voices_repo import DuplicateVoiceName, VoiceInfo
 from bot.user_options import BY_FIELD as USER_OPTIONS
 from bot.user_options import VOICE_DEFAULTS
@@ -28,6 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 NAME_RE = re.compile(r"^[\w][\w \-']{0,31}$")
+ROLE_MENTION = re.compile(r"<@&(\d{1,20})>|(\d{1,20})")
+CLEARED = {"default", "off", "none"}  # a voice word that removes a server's assignment
 DOWNLOAD_TIMEOUT_S = 30.0
 
 
@@ -53,12 +59,13 @@ class VoiceService:
         self._refit_failed: set[str] = set()  # not tried again by this process
 
     # -- using voices ------------------------------------------------------------------------------
-    async def resolve(self, user_id: int, guild_id: int | None, name: str | None = None) -> Voice:
-        """The Voice for this user here: the named one (a registered voice they may use, else a stock voice), or
-        their active registered voice, else their stock voice, else the default."""
+    async def resolve(self, user_id: int, guild_id: int | None, name: str | None = None,
+                      roles: Sequence[int] = ()) -> Voice:
+        """The Voice for this user here: the named one (a registered voice they may use, else a stock voice); else
+        their own choice (their registered voice, else their stock voice); else, or first when the server locks
+        voices (lock_voice), the voice a moderator set them (/voice set), else their highest role's (role_voice,
+        `roles` highest first); else the default."""
         prefs = await self.prefs.user(user_id)
-        base = (self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch)
-                or Voice(speed=prefs.speed, pitch=prefs.pitch))
         allowed = guild_id is None or (await self.prefs.guild(guild_id)).custom_voices
         if name:
             stock = self.stock.find(name)
@@ -67,17 +74,40 @@ class VoiceService:
             if not allowed:
                 raise UserError("This server does not allow custom voices.")
             info = await self.find_visible(user_id, guild_id, name)
-            voice_id = info.id
-        else:
-            voice_id = prefs.active_voice_id
-            if voice_id is None or not allowed:
-                return base
-            if not await repo.may_use(self.db, voice_id, user_id, guild_id):
-                return base  # the share was withdrawn
-        profile = await self.profile(voice_id)
-        if profile is None:
-            return base
-        return Voice(name=voice_id, speed=prefs.speed, pitch=prefs.pitch, profile=profile)
+            return await self._voice(info.id, user_id, guild_id, prefs, allowed) or self._base(prefs)
+        own = await self._voice(prefs.active_voice_id, user_id, guild_id, prefs, allowed) \
+            or self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch)
+        if guild_id is not None and (own is None or (await self.prefs.guild(guild_id)).lock_voice):
+            for ref in await self._assigned(user_id, guild_id, roles):
+                assigned = await self._voice(ref, user_id, guild_id, prefs, allowed)
+                if assigned is not None:
+                    return assigned
+        return own or self._base(prefs)
+
+    def _base(self, prefs: UserPrefs) -> Voice:
+        """The user's stock voice, else the default, in their speed and pitch."""
+        return self.stock.voice(prefs.stock_voice, prefs.speed, prefs.pitch) or Voice(speed=prefs.speed,
+                                                                                       pitch=prefs.pitch)
+
+    async def _voice(self, ref: str | None, user_id: int, guild_id: int | None, prefs: UserPrefs,
+                     allowed: bool) -> Voice | None:
+        """A stored voice (a stock voice's name, or a registered voice's id) in the user's speed and pitch; None
+        when there is none or they may not use it here (custom voices off, the share withdrawn, no features)."""
+        if not ref:
+            return None
+        stock = self.stock.voice(ref, prefs.speed, prefs.pitch)
+        if stock is not None:
+            return stock
+        if not allowed or not await repo.may_use(self.db, ref, user_id, guild_id):
+            return None
+        profile = await self.profile(ref)
+        return Voice(name=ref, speed=prefs.speed, pitch=prefs.pitch, profile=profile) if profile else None
+
+    async def _assigned(self, user_id: int, guild_id: int, roles: Sequence[int]) -> list[str]:
+        """The voices the server gave this member, first first: a moderator's, their highest role's."""
+        member = await self.prefs.member(guild_id, user_id)
+        role_voice = role_voices.voice_of((await self.prefs.guild(guild_id)).role_voices, roles)
+        return [ref for ref in (member.voice, role_voice) if ref]
 
     async def profile(self, voice_id: str) -> VoiceProfile | None:
         """The current backend's features of a voice: an LRU in front of one indexed query. A voice stored before
@@ -150,12 +180,12 @@ class VoiceService:
         while self._refits:
             await asyncio.gather(*self._refits.values(), return_exceptions=True)
 
-    async def find_visible(self, user_id: int, guild_id: int | None, name: str) -> VoiceInfo:
+    async def find_visible(self, user_id: int, guild_id: int | None, name: str, who: str = "You have") -> VoiceInfo:
         wanted = " ".join(name.split()).lower()
         for info in await repo.list_visible(self.db, user_id, guild_id, prefix=wanted, limit=50):
             if info.name.lower() == wanted:
                 return info
-        raise UserError(f"You have no voice named {name[:40]!r} (see /voice list).")
+        raise UserError(f"{who} no voice named {name[:40]!r} (see /voice list).")
 
     async def _is_visible(self, user_id: int, guild_id: int | None, name: str) -> bool:
         try:
@@ -239,15 +269,61 @@ class VoiceService:
     # -- owner actions -------------------------------------------------------------------------------
     async def use(self, user_id: int, guild_id: int | None, name: str) -> str:
         """Make `name` the user's voice (a registered voice they may use, else a stock voice); its name in words."""
+        ref, said, stock = await self._usable(user_id, guild_id, name)
+        await self.prefs.update_user(user_id, active_voice_id=None if stock else ref,
+                                     stock_voice=ref if stock else None)
+        return said
+
+    async def assign(self, guild_id: int, member_id: int, name: str) -> str | None:
+        """A moderator sets `member_id`'s voice in this server (/voice set): a voice they may use, its name in
+        words; or `default`, None: the one set is removed. A UserError says why not (nothing changed)."""
+        if " ".join(name.split()).lower() in CLEARED:
+            await self.prefs.update_member(guild_id, member_id, voice=None)
+            return None
+        ref, said, _ = await self._usable(member_id, guild_id, name, who="That member has")
+        await self.prefs.update_member(guild_id, member_id, voice=ref)
+        return said
+
+    async def _usable(self, user_id: int, guild_id: int | None, name: str,
+                      who: str = "You have") -> tuple[str, str, bool]:
+        """(the voice as stored, its name in words, whether it is a stock voice) for `name`, a voice `user_id` may
+        use here, or a UserError."""
         stock = self.stock.find(name)
         if stock is not None and not await self._is_visible(user_id, guild_id, name):
-            await self.prefs.update_user(user_id, active_voice_id=None, stock_voice=stock.name)
-            return stock.describe()
+            return stock.name, stock.describe(), True
         if guild_id is not None and not (await self.prefs.guild(guild_id)).custom_voices:
             raise UserError("This server does not allow custom voices.")
-        info = await self.find_visible(user_id, guild_id, name)
-        await self.prefs.update_user(user_id, active_voice_id=info.id, stock_voice=None)
-        return repr(info.name)
+        info = await self.find_visible(user_id, guild_id, name, who)
+        return info.id, repr(info.name), False
+
+    async def role_reader(self, guild: discord.Guild, stored: str) -> Callable[[str], tuple[str, str]]:
+        """The reader of `/settings set role_voice @role VOICE` for `guild`, whose mapping is `stored`: a stock voice
+        or a registered voice shared with the server (one every member may use); VOICE `off` removes the role's."""
+        shared = {} if not (await self.prefs.guild(guild.id)).custom_voices else {
+            i.name.lower(): i for i in await repo.list_visible(self.db, 0, guild.id, limit=50)}  # nobody's own
+
+        def read(raw: str) -> tuple[str, str]:
+            role_text, _, voice = " ".join(raw.split()).partition(" ")
+            mention = ROLE_MENTION.fullmatch(role_text)
+            role = guild.get_role(int(mention.group(1) or mention.group(2))) if mention else None
+            if role is None:
+                raise OptionError(f"I see no role {role_text[:40]!r} in this server: role_voice takes @role VOICE "
+                                  "(or @role off).")
+            mapping = role_voices.parse(stored)
+            if voice.lower() in CLEARED:
+                mapping.pop(role.id, None)
+                return role_voices.format_mapping(mapping), f"off for {role.mention}"
+            stock, info = self.stock.find(voice), shared.get(voice.lower())
+            found = (stock.name, stock.label) if stock is not None else (info.id, info.name) if info else None
+            if found is None:
+                raise OptionError(f"No stock voice or voice shared with this server is named {voice[:40]!r}; a role's "
+                                  "voice must be one every member can use (/voice share NAME server:true).")
+            if role.id not in mapping and len(mapping) >= role_voices.MAX_ROLES:
+                raise OptionError(f"{role_voices.MAX_ROLES} roles have a voice, the most allowed; remove one first.")
+            mapping[role.id] = found
+            return role_voices.format_mapping(mapping), f"{found[1]} for {role.mention}"
+
+        return read
 
     async def reset(self, user_id: int) -> None:
         await self.prefs.update_user(user_id, **VOICE_DEFAULTS)

@@ -34,12 +34,13 @@ from bot.speech.text.say import (
     late,
     queued_text,
     spoken,
+    spoken_text,
 )
 from bot.storage.settings_repo import GuildPrefs
 from engine.base import Engine, Voice
 
 if TYPE_CHECKING:
-    from bot.dictionary import DictionaryService
+    from bot.dictionary import DictionaryService, Rules
     from bot.languages import LanguageService
     from bot.voices import VoiceService
 
@@ -180,13 +181,26 @@ class SpeechService:
     async def _what(self, order: SayOrder) -> tuple[GuildPrefs, str, Voice]:
         """The guild's effective options, what is spoken and in which voice (bot/speech/text/say.py spoken), or a
         Refusal."""
-        guild_id = order.guild.id
-        gp = guild_options.effective(await self.prefs.guild(guild_id), self.config)
-        words = await self.dictionary.entries(guild_id) if self.dictionary is not None else {}
-        text, voice = await spoken(order, self.settings, gp, await self._voice(order), words=words,
-                                   chosen=functools.partial(self.prefs.spoken_names, guild_id),
+        gp = await self._prefs(order)
+        text, voice = await spoken(order, self.settings, gp, await self._voice(order), rules=await self._rules(order),
+                                   chosen=functools.partial(self.prefs.spoken_names, order.guild.id),
                                    languages=self.languages)
         return gp, text, voice
+
+    async def text_of(self, order: SayOrder) -> str:
+        """What would be spoken for `order` (/dictionary test): its words as say gives them, or a Refusal."""
+        text, _ = await spoken_text(order, self.settings, await self._prefs(order), await self._rules(order),
+                                    functools.partial(self.prefs.spoken_names, order.guild.id))
+        return text
+
+    async def _prefs(self, order: SayOrder) -> GuildPrefs:
+        return guild_options.effective(await self.prefs.guild(order.guild.id), self.config)
+
+    async def _rules(self, order: SayOrder) -> Rules | None:
+        """The pronunciations for the order's author here (theirs, the server's, the operator's)."""
+        if self.dictionary is None:
+            return None
+        return await self.dictionary.rules(order.guild.id, order.author.id)
 
     async def _place(self, order: SayOrder, gp: GuildPrefs) -> None:
         """Be in a voice channel the order may use, joining the author's when allowed."""
@@ -210,7 +224,9 @@ class SpeechService:
             if order.voice_name:
                 raise UserError("Custom voices are not available on this bot.")
             return Voice()
-        return await self.voices.resolve((order.voice_of or order.author).id, order.guild.id, order.voice_name)
+        speaker = order.voice_of or order.author
+        roles = [r.id for r in reversed(getattr(speaker, "roles", []))]  # highest first: a role's voice (role_voice)
+        return await self.voices.resolve(speaker.id, order.guild.id, order.voice_name, roles)
 
     def queued_text(self, guild_id: int, utt: Utterance) -> str:
         """What the asker is told: speaking now, or queued, with the expected wait when it is long."""

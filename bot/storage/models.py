@@ -109,13 +109,14 @@ class UserSettingsRow(Base):
 
 
 class MemberSettingsRow(Base):
-    """A user's settings in one guild: the nickname read for "NAME said"."""
+    """A user's settings in one guild: the nickname read for "NAME said", the voice a moderator set (/voice set)."""
 
     __tablename__ = "member_settings"
 
     guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     nickname: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    voice: Mapped[str | None] = mapped_column(String(32), nullable=True)  # a stock voice's name or a voice's id
 
 
 class GuildSettingsRow(Base):
@@ -145,6 +146,8 @@ class GuildSettingsRow(Base):
                                                default=_guild_default("ignore_prefix"))
     repeated_characters: Mapped[int] = mapped_column(Integer, default=_guild_default("repeated_characters"))
     announce_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("announce_voice"))
+    role_voices: Mapped[str] = mapped_column(String(1000), default=_guild_default("role_voices"))
+    lock_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("lock_voice"))
 
 
 class DictionaryEntryRow(Base):
@@ -154,4 +157,25 @@ class DictionaryEntryRow(Base):
 
     guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     word: Mapped[str] = mapped_column(String(64), primary_key=True)
+    say_as: Mapped[str] = mapped_column(String(200))
+
+
+class UserDictionaryEntryRow(Base):
+    """A user's own pronunciation, in every server: a whole word (lowercase) and what is said instead."""
+
+    __tablename__ = "user_dictionary_entries"
+
+    user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    word: Mapped[str] = mapped_column(String(64), primary_key=True)
+    say_as: Mapped[str] = mapped_column(String(200))
+
+
+class DictionaryPatternRow(Base):
+    """A guild's pattern entry: a regular expression of the safe subset (bot/dictionary_patterns.py) and what is
+    said instead."""
+
+    __tablename__ = "dictionary_patterns"
+
+    guild_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    pattern: Mapped[str] = mapped_column(String(200), primary_key=True)
     say_as: Mapped[str] = mapped_column(String(200))

@@ -72,16 +72,21 @@ async def update_guild_prefs(db: Database, guild_id: int, **changes: Any) -> Gui
     return await _upsert(db, GuildSettingsRow, GuildPrefs, {"guild_id": guild_id}, changes)
 
 
-async def get_nickname(db: Database, guild_id: int, user_id: int) -> str | None:
+@dataclasses.dataclass(frozen=True)
+class MemberPrefs:
+    """A user's settings in one guild: the name read for them, the voice a moderator set them (None: none)."""
+
+    guild_id: int
+    user_id: int
+    nickname: str | None = None
+    voice: str | None = None
+
+
+async def get_member(db: Database, guild_id: int, user_id: int) -> MemberPrefs:
     async with db.sessions() as session:
         row = await session.get(MemberSettingsRow, (guild_id, user_id))
-        return row.nickname if row else None
+        return _snapshot(MemberPrefs, row) if row else MemberPrefs(guild_id, user_id)
 
 
-async def set_nickname(db: Database, guild_id: int, user_id: int, nickname: str | None) -> None:
-    async with db.sessions() as session, session.begin():
-        row = await session.get(MemberSettingsRow, (guild_id, user_id))
-        if row is None:
-            session.add(MemberSettingsRow(guild_id=guild_id, user_id=user_id, nickname=nickname))
-        else:
-            row.nickname = nickname
+async def update_member(db: Database, guild_id: int, user_id: int, **changes: str | None) -> MemberPrefs:
+    return await _upsert(db, MemberSettingsRow, MemberPrefs, {"guild_id": guild_id, "user_id": user_id}, changes)

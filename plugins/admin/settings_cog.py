@@ -10,6 +10,7 @@ from discord.ext import commands
 
 from bot import checks, guild_options, readout
 from bot.errors import UserError, reply, reply_lines
+from bot.member_notice import tell_member
 from bot.storage.settings_repo import NICKNAME_MAX_CHARS
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ class SettingsCog(commands.Cog):
     async def set_(self, interaction: discord.Interaction, setting: str, value: str) -> None:
         current = await self.bot.prefs.guild(interaction.guild_id)
         readers = {"language": self.bot.languages.parse_guild, "voice": self.bot.stock.reader(current.voices),
+                   "role_voice": await self.bot.voices.role_reader(interaction.guild, current.role_voices),
                    **readout.prefix_readers(self.bot.config, current)}
         try:
             field, parsed, answer = guild_options.parse(setting, value, self.bot.config, readers)
@@ -70,13 +72,26 @@ class SettingsCog(commands.Cog):
         await self.bot.prefs.update_user(interaction.user.id, opted_out=False)
         await reply(interaction, "Your messages will be read aloud again.")
 
-    @app_commands.command(name="nickname", description='Set the name read in "NAME said" (empty: your display name)')
-    @app_commands.describe(name=f"up to {NICKNAME_MAX_CHARS} characters")
+    @app_commands.command(name="nickname", description='Set the name read in "NAME said" (empty: the display name)')
+    @app_commands.describe(member="a member to name (Manage Server); empty: yourself",
+                           name=f"up to {NICKNAME_MAX_CHARS} characters")
     @app_commands.guild_only()
-    async def nickname(self, interaction: discord.Interaction, name: str | None = None) -> None:
+    async def nickname(self, interaction: discord.Interaction, member: discord.Member | None = None,
+                       name: str | None = None) -> None:
+        target = member or interaction.user
+        if target.id != interaction.user.id:
+            checks.manage_guild(interaction)
         clean = " ".join((name or "").split())
         if len(clean) > NICKNAME_MAX_CHARS:
             raise UserError(f"A nickname can have at most {NICKNAME_MAX_CHARS} characters.")
-        await self.bot.prefs.set_nickname(interaction.guild_id, interaction.user.id, clean or None)
-        await reply(interaction, f"I'll call you {discord.utils.escape_markdown(clean)}." if clean
-                    else "I'll use your display name.", allowed_mentions=discord.AllowedMentions.none())
+        await self.bot.prefs.set_nickname(interaction.guild_id, target.id, clean or None)
+        said = discord.utils.escape_markdown(clean)
+        if member is None or target.id == interaction.user.id:
+            await reply(interaction, f"I'll call you {said}." if clean else "I'll use your display name.",
+                        allowed_mentions=discord.AllowedMentions.none())
+            return
+        news = f"to {said}" if clean else "back to the display name"
+        told = await tell_member(member, f"In {interaction.guild.name} a moderator set the name read for you {news}.",
+                                 interaction.channel)
+        await reply(interaction, f"The name read for {member.mention} is now {said or 'their display name'}; {told}",
+                    allowed_mentions=discord.AllowedMentions.none())

@@ -1,4 +1,5 @@
-"""Dictionary plugin: each server's pronunciations (/dictionary add, remove, list, export, import)."""
+"""Dictionary plugin: each server's pronunciations (/dictionary add, remove, list, export, import,
+test; mine add, remove, list; pattern add, remove, list)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,10 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot import checks
 from bot.dictionary import MAX_NAME_CHARS, check_spoken_name
 from bot.errors import UserError, reply
+from bot.member_notice import tell_member
 from bot.speech.audio_file import attachment
 from bot.speech.text.say import Join, SayOrder
 from bot.user_options import BY_FIELD as USER_OPTIONS
@@ -126,6 +128,20 @@ class VoicesCog(commands.Cog):
         await reply(interaction, f"Your name is now said as {discord.utils.escape_markdown(spoken)}." if spoken
                     else "Your name is said as written again.", allowed_mentions=discord.AllowedMentions.none())
 
+    @group.command(name="set", description="Set a member's voice in this server (Manage Server); default: none")
+    @app_commands.describe(member="whose voice", voice="a stock voice or one the member may use; default removes it")
+    @app_commands.guild_only()
+    @app_commands.check(checks.manage_guild)
+    async def set_(self, interaction: discord.Interaction, member: discord.Member, voice: str) -> None:
+        said = await self.voices.assign(interaction.guild_id, member.id, voice)
+        unless = "" if (await self.bot.prefs.guild(interaction.guild_id)).lock_voice else \
+            " (your own /voice use still wins: this server does not lock voices)"
+        news = f"set your voice to {said}{unless}" if said else "removed the voice set for you"
+        told = await tell_member(member, f"In {interaction.guild.name} a moderator {news}.", interaction.channel)
+        now = f"is now {said}{unless.replace('your', 'their')}" if said else "is their own choice again"
+        await reply(interaction, f"{member.mention}'s voice here {now}; {told}",
+                    allowed_mentions=discord.AllowedMentions.none())
+
     @group.command(name="preview", description="Hear a voice in the voice channel (or as a file when I'm not in one)")
     @app_commands.guild_only()
     async def preview(self, interaction: discord.Interaction, name: str, text: str | None = None) -> None:
@@ -184,6 +200,12 @@ class VoicesCog(commands.Cog):
         else:
             text = f"{name!r} is now shared with {who}." if changed else f"{name!r} was already shared with {who}."
         await reply(interaction, text, allowed_mentions=discord.AllowedMentions.none())
+
+    @set_.autocomplete("voice")
+    async def _member_voices(self, interaction: discord.Interaction, current: str):
+        member = interaction.namespace.member
+        return await self.voices.autocomplete(member.id if member else interaction.user.id, interaction.guild_id,
+                                              current)
 
     @use.autocomplete("name")
     @preview.autocomplete("name")

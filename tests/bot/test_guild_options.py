@@ -86,7 +86,7 @@ def test_user_prefs_and_row_take_fields_defaults_and_bounds_from_the_declaration
 def test_settings_set_offers_each_settable_option_once():
     assert list(OPTIONS) == ["xsaid", "autojoin", "bots", "require_voice", "custom_voices", "spoilers",
                              "max_length", "max_queue", "max_delay", "language", "voice", "required_prefix",
-                             "ignore_prefix", "repeated_characters", "announce"]
+                             "ignore_prefix", "repeated_characters", "announce", "role_voice", "lock_voice"]
     assert all(o.ceiling for o in OPTIONS.values() if o.kind is int)
     with pytest.raises(ValueError, match="ceiling"):
         guild_options.GuildOption("x", int, 1, "help", name="x")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from bot import guild_options
 from bot.config import MORE, Settings
+from bot.dictionary import Layer, Rules
 from bot.readout import compose
 from bot.speech.text.say import Reason, Refusal, SayOrder, spoken_text, truncate
 from bot.speech.text.text import TextOptions
@@ -24,7 +25,7 @@ PREFS = guild_options.effective(GuildPrefs(guild_id=0), CONFIG)  # max_length 30
 def said(text: str, *, kind: str = "say", frame=None, words=None, speech=CONFIG.speech, prefs=PREFS):
     order = SayOrder(guild=None, author=None, text=text, kind=kind,  # type: ignore[arg-type]
                      cut_long=kind == "readout", names={1: "Alice"}, frame=frame)
-    return asyncio.run(spoken_text(order, speech, prefs, words))
+    return asyncio.run(spoken_text(order, speech, prefs, Rules((Layer(words or {}),))))
 
 
 def test_markup_in_words_then_the_dictionary():

@@ -11,7 +11,7 @@ from bot.storage import settings_repo, voices_repo
 from bot.storage.database import Database, downgrade_sync, upgrade, upgrade_sync
 
 TABLES = {"voices", "voice_features", "voice_shares", "user_settings", "member_settings", "guild_settings",
-          "dictionary_entries"}
+          "dictionary_entries", "user_dictionary_entries", "dictionary_patterns"}
 
 
 async def _tables(url: str) -> set[str]:
@@ -118,6 +118,7 @@ async def test_settings_round_trip(db):
         await settings_repo.update_guild_prefs(db, 5, bogus=1)
     u = await settings_repo.update_user_prefs(db, 7, opted_out=True, speed=1.5)
     assert u.opted_out and u.speed == 1.5
-    await settings_repo.set_nickname(db, 5, 7, "Seven")
-    assert await settings_repo.get_nickname(db, 5, 7) == "Seven"
-    assert await settings_repo.get_nickname(db, 6, 7) is None
+    await settings_repo.update_member(db, 5, 7, nickname="Seven")
+    await settings_repo.update_member(db, 5, 7, voice="af_heart")
+    assert await settings_repo.get_member(db, 5, 7) == settings_repo.MemberPrefs(5, 7, "Seven", "af_heart")
+    assert await settings_repo.get_member(db, 6, 7) == settings_repo.MemberPrefs(6, 7)

@@ -117,6 +117,13 @@ async def test_stock_voices_are_listed_chosen_per_user_and_per_server_and_previe
     assert voice == Voice(name="jf_nezumi", language="ja")  # the server's voice for Japanese
     _, voice, _ = await spoken.post(bob, ENGLISH)
     assert voice == Voice(language="en")  # the server chose none for English: the bot's own
+    readers = demo.guild.role("readers")  # a role's stock voice, for members who chose none
+    demo.guild.add_member(bob, roles=[readers])
+    it = await sb.slash(sb.owner, demo.general, "settings set", setting="role_voice",
+                        value=f"<@&{readers.id}> am_michael")
+    assert await it.wait_text(timeout=20) == f"role_voice is now Michael for <@&{readers.id}>."
+    _, voice, _ = await spoken.post(bob, ENGLISH)
+    assert voice == Voice(name="am_michael", language="en")
 
 
 async def test_a_registered_voice_shows_its_progress_and_sounds_like_its_speaker(sb, demo, kokoro_bot):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import discord
 
 from bot.config import MORE, SpeechSettings
-from bot.dictionary import apply as apply_dictionary
+from bot.dictionary import Rules, pronounce
 from bot.errors import UserError
 from bot.speech.queue.utterance import Notify
 from bot.speech.text.discord_text import ChosenNames, speakable_content
@@ -94,23 +94,24 @@ def too_long(length: int, limit: int) -> Refusal:
 
 
 async def spoken(order: SayOrder, speech: SpeechSettings, prefs: GuildPrefs, voice: Voice, *,
-                 words: dict[str, str] | None = None, chosen: ChosenNames | None = None,
+                 rules: Rules | None = None, chosen: ChosenNames | None = None,
                  languages: LanguageService | None = None) -> tuple[str, Voice]:
     """What is spoken for `order` (spoken_text) and the voice that speaks it: `voice` (the asker's), or with
     `languages` the one that speaks the message's language (bot/languages.py); or a Refusal."""
-    text, body = await spoken_text(order, speech, prefs, words, chosen)
+    text, body = await spoken_text(order, speech, prefs, rules, chosen)
     if languages is not None:
         voice = await languages.voice_for(body, voice, order.author.id, prefs.language, prefs.voices)
     return text, voice
 
 
 async def spoken_text(order: SayOrder, speech: SpeechSettings, prefs: GuildPrefs,
-                      words: dict[str, str] | None = None, chosen: ChosenNames | None = None) -> tuple[str, str]:
+                      rules: Rules | None = None, chosen: ChosenNames | None = None) -> tuple[str, str]:
     """(what is spoken for `order`, its body without the readout frame), or a Refusal (TOO_LONG, EMPTY).
 
     The one place text becomes speech, for the bot (SpeechService) and the benches alike: Discord markup in
-    words (mentions named from `order.names`, else `order.guild`, and the names users `chosen`), the server's
-    dictionary `words`, then cut once (`truncate`, to its `room`) and framed. Asked-for speech over the bot's
+    words (mentions named from `order.names`, else `order.guild`, and the names users `chosen`), the dictionaries'
+    `rules` (bot/dictionary.py: the author's, the server's and the operator's), then cut once (`truncate`, to its
+    `room`) and framed. Asked-for speech over the bot's
     speech.max_text_chars is refused; a readout message (`order.cut_long`) is cut at the guild's max_length
     (`prefs`: the guild's effective GuildPrefs, never above speech.max_text_chars) with a spoken "and more". Unicode
     hygiene and the engine's own limit are the engine's (engine/streaming.py cleans and checks again what it is
@@ -121,7 +122,7 @@ async def spoken_text(order: SayOrder, speech: SpeechSettings, prefs: GuildPrefs
     options = TextOptions(emoji=speech.emoji, links=speech.links, read_spoilers=prefs.read_spoilers,
                           max_repeat=prefs.repeated_characters)
     body = await speakable_content(order.text, order.guild, options, order.names, chosen)
-    body = apply_dictionary(body, words or {})
+    body = pronounce(body, rules or Rules())
     body = truncate(body, room(body, order.frame, limit, speech.max_text_chars))
     text = order.frame(body) if order.frame is not None else body
     if not text:
