@@ -18,7 +18,7 @@ from . import dave
 from .capture import OPUS_SILENCE, Capture, Packet
 
 if TYPE_CHECKING:
-    from .core import Sandbox
+    from .world import World
 
 DEFAULT_MODES = ["aead_aes256_gcm_rtpsize", "aead_xchacha20_poly1305_rtpsize"]
 DAVE_MAGIC = b"\xfa\xfa"              # the last two bytes of every DAVE-encrypted frame
@@ -117,7 +117,7 @@ class VoiceSession:
 class VoiceServer:
     """The voice websocket endpoint plus the UDP media socket, shared by all guilds."""
 
-    def __init__(self, sb: "Sandbox", modes: Optional[list] = None, dave_required: bool = True) -> None:
+    def __init__(self, sb: "World", modes: Optional[list] = None, dave_required: bool = True) -> None:
         self.sb = sb
         self.modes = list(modes or DEFAULT_MODES)
         self.dave_required = dave_required      # False: the pre-2026 non-E2EE voice (dave_protocol_version 0)
