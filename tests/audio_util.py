@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import wave
+
 import numpy as np
 
 RATE = 48_000
@@ -124,3 +127,14 @@ def assert_same_speech(heard: np.ndarray, reference: np.ndarray, other: np.ndarr
     corr_other = stretched_envelope_correlation(heard, other) if other is not None else -1.0
     assert corr > 0.85 and corr > corr_other + 0.1, (corr, corr_other)
     return corr
+
+
+def wav_bytes(signal: np.ndarray, rate: int = RATE) -> bytes:
+    """A mono 16-bit WAV of `signal` (floats in -1..1), as a member's voice is given to the sandbox."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(signal, -1, 1) * 32767).astype("<i2").tobytes())
+    return out.getvalue()
