@@ -84,7 +84,7 @@ class Talk:
         if self.announce:
             await self.session.send(self.server, SPEAKING, {"user_id": str(self.human.user_id), "ssrc": self.ssrc,
                                                             "speaking": 1})
-        start = time.monotonic()
+        start = time.monotonic() + FRAME_S     # a frame is sent once its 20 ms were captured, after SPEAKING
         seq, timestamp = int.from_bytes(self.session.secret_key[:2], "big"), 0
         for n in range(len(self.frames) + END_SILENCE):
             await asyncio.sleep(max(0.0, start + n * FRAME_S - time.monotonic()))

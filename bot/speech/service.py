@@ -20,6 +20,7 @@ from bot.speech.call import GuildCall
 from bot.speech.connection.connection_state import ConnectionState
 from bot.speech.connection.presence import Presence
 from bot.speech.connection.voice_connection import VoiceConnection
+from bot.speech.connection.voice_receive import ReceiveCounts
 from bot.speech.playback.driver import VoiceDriver
 from bot.speech.queue.pacing import Pacer
 from bot.speech.queue.speaker import GuildSpeaker, frames_of
@@ -70,6 +71,7 @@ class SpeechService:
         self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
                                   complexity=s.opus_complexity)
         self.files = AudioFiles(engine)
+        self.received = ReceiveCounts()  # every call's receive path: packets heard and dropped (/metrics)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self.presence = Presence(client, leave_when_alone=self.settings.leave_when_alone,
                                  connection=self._connection, leave=self.leave)
@@ -78,7 +80,7 @@ class SpeechService:
         """The guild's call (its connection made, not joined, on first use)."""
         call = self.calls.get(guild_id)
         if call is None:
-            conn = VoiceConnection(self.client, guild_id,
+            conn = VoiceConnection(self.client, guild_id, receive_counts=self.received,
                                    on_state=lambda _, now, g=guild_id: self._connection_is(g, now))
             call = self.calls[guild_id] = GuildCall(conn)
         return call

@@ -62,8 +62,8 @@ async def test_the_listener_hears_changes_only():
 class FakeVoiceClient:
     """What VoiceConnection reads of ObservedVoiceClient, with the events discord.py would cause."""
 
-    def __init__(self, client, channel, *, listener) -> None:
-        self.client, self.channel, self.listener = client, channel, listener
+    def __init__(self, client, channel, *, listener, receive=None) -> None:
+        self.client, self.channel, self.listener, self.receive = client, channel, listener, receive
         self.user = SimpleNamespace(id=BOT)
         self.connected = False
         self.dave_protocol_version = 1

@@ -14,6 +14,7 @@ from bot.speech.connection.call_events import CallEvents
 from bot.speech.connection.connection_state import LIVE, ConnectionState
 from bot.speech.connection.e2ee import e2ee_expected, privacy_code
 from bot.speech.connection.voice_client import ObservedVoiceClient
+from bot.speech.connection.voice_receive import ReceiveCounts, VoiceReceive
 from bot.speech.connection.voice_sink import VoiceSink
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class VoiceConnection:
 
     def __init__(self, client: discord.Client, guild_id: int, *, timeout: float = 20.0,
                  on_state: Callable[[ConnectionState, ConnectionState], None] | None = None,
-                 voice_client_cls: Callable[..., ObservedVoiceClient] = ObservedVoiceClient) -> None:
+                 voice_client_cls: Callable[..., ObservedVoiceClient] = ObservedVoiceClient,
+                 receive_counts: ReceiveCounts | None = None) -> None:
         self.client = client
         self.guild_id = guild_id
         self.timeout = timeout
@@ -56,6 +58,7 @@ class VoiceConnection:
         self._voice_client_cls = voice_client_cls
         self._lock = asyncio.Lock()
         self.sink = VoiceSink(lambda: self.events.vc, client, timeout)  # the voice driver's side
+        self.receive = VoiceReceive(receive_counts or ReceiveCounts(), self._is_bot)  # who speaks in the call
 
     # -- state -----------------------------------------------------------------------------------
     @property
@@ -203,5 +206,14 @@ class VoiceConnection:
         raise UserError(NO_DAVE.format(channel=channel.mention))
 
     def _new_voice_client(self, client: discord.Client, channel: discord.abc.Connectable) -> ObservedVoiceClient:
-        self.events.vc = self._voice_client_cls(client, channel, listener=self.events.on_voice_event)
+        self.receive.clear()  # a new voice session: its members' SSRCs are announced again
+        self.events.vc = self._voice_client_cls(client, channel, listener=self.events.on_voice_event,
+                                                receive=self.receive)
         return self.events.vc
+
+    def _is_bot(self, user_id: int) -> bool:
+        """This bot or another: their audio never ducks the bot."""
+        guild = self.client.get_guild(self.guild_id)
+        member = guild.get_member(user_id) if guild is not None else None
+        user = member or self.client.get_user(user_id)
+        return user_id == getattr(self.client.user, "id", None) or bool(user is not None and user.bot)

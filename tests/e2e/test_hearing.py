@@ -1,0 +1,72 @@
+"""Hearing the channel: the bot's one receive path knows who speaks in its call from the voice gateway and their
+packets (the sandbox member's real DAVE- and transport-encrypted Opus), counts what it drops, ignores bots."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from tests.audio_util import wav_bytes
+
+pytestmark = pytest.mark.e2e
+
+
+def voice_wav(seconds: float, rate: int = 48000, level: float = 0.3) -> bytes:
+    """A voice-like test signal: a 180 Hz buzz with harmonics, syllable-shaped (4 per second)."""
+    t = np.arange(int(seconds * rate)) / rate
+    buzz = sum(np.sin(2 * np.pi * 180 * k * t) / k for k in range(1, 6))
+    signal = level * buzz / np.abs(buzz).max() * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t) ** 2)
+    return wav_bytes(signal, rate)
+
+
+async def until(predicate, what: str, timeout: float = 10.0) -> None:
+    """Wait (bounded) for something the bot's threads change; the sandbox's signal does not see them."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def join(sb, demo) -> None:
+    it = await sb.slash(demo.alice, demo.general, "join")
+    assert "Joined" in await it.wait_text(timeout=20)
+    await sb.wait_voice_connected(demo.guild)
+    await sb.wait_dave_ready(demo.guild)
+
+
+async def test_the_bot_hears_who_speaks_and_never_a_bot(sb, demo, bot):
+    await join(sb, demo)
+    receive = bot.speech.call(demo.guild.id).connection.receive
+    heard: list[int] = []
+    receive.listen(lambda uid, at: heard.append(uid))
+    robot = sb.user("robot", bot=True)
+    await sb.user_joins_voice(robot, demo.voice)
+    await until(lambda: robot.id in receive.present, "the robot in the call")
+    await sb.voice.dave.settle()
+    await sb.wait_dave_ready(demo.guild)
+    talks = [sb.speak(demo.alice, voice_wav(0.6), demo.guild), sb.speak(robot, voice_wav(0.6), demo.guild)]
+    for talk in talks:
+        await talk.wait(timeout=10)
+    sent = len(talks[0].sent_at)
+    await until(lambda: len(heard) + receive.counts.dropped["unknown_ssrc"] >= sent, "alice's packets")
+    unnamed = receive.counts.dropped["unknown_ssrc"]      # any that overtook SPEAKING (UDP beside the websocket)
+    assert set(heard) == {demo.alice.id} and len(heard) >= sent - 2 and unnamed <= 2
+    assert receive.member_of(talks[0].ssrc) == demo.alice.id and receive.member_of(talks[1].ssrc) == robot.id
+    assert receive.present >= {demo.alice.id, robot.id}
+    text = bot.metrics.render().decode()
+    assert f"voicebot_voice_received_packets_total {float(len(heard))}" in text
+
+
+async def test_packets_of_an_unnamed_ssrc_are_dropped_and_counted(sb, demo, bot):
+    await join(sb, demo)
+    bob = sb.user("bob")
+    await sb.user_joins_voice(bob, demo.voice)
+    talk = sb.speak(bob, voice_wav(0.2), demo.guild, announce=False)      # his SPEAKING never came
+    await talk.wait(timeout=10)
+    await until(lambda: bot.speech.received.dropped["unknown_ssrc"] == len(talk.sent_at), "the drops counted")
+    assert bot.speech.received.packets == 0
+    assert 'voicebot_voice_receive_dropped_total{reason="unknown_ssrc"}' in bot.metrics.render().decode()
+    assert bot.speech.voice_connections() == 1              # the call goes on
