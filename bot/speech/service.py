@@ -103,10 +103,8 @@ class SpeechService:
                 guild_id, self.engine, call,
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
-                pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
+                pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s, driver=self.driver, catch_up=s.catch_up_speed,
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
-                driver=self.driver,
-                catch_up=s.catch_up_speed,
             )
         return sp
 
@@ -184,6 +182,7 @@ class SpeechService:
         Refusal."""
         guild_id = order.guild.id
         gp = guild_options.effective(await self.prefs.guild(guild_id), self.config)
+        self.call(guild_id).connection.ducking.depth_db = gp.ducking  # a changed setting holds from this order on
         words = await self.dictionary.entries(guild_id) if self.dictionary is not None else {}
         text, voice = await spoken(order, self.settings, gp, await self._voice(order), words=words,
                                    chosen=functools.partial(self.prefs.spoken_names, guild_id),

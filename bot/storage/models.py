@@ -145,6 +145,7 @@ class GuildSettingsRow(Base):
                                                default=_guild_default("ignore_prefix"))
     repeated_characters: Mapped[int] = mapped_column(Integer, default=_guild_default("repeated_characters"))
     announce_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("announce_voice"))
+    ducking: Mapped[int] = mapped_column(Integer, default=_guild_default("ducking"))
 
 
 class DictionaryEntryRow(Base):

@@ -70,3 +70,50 @@ async def test_packets_of_an_unnamed_ssrc_are_dropped_and_counted(sb, demo, bot)
     assert bot.speech.received.packets == 0
     assert 'voicebot_voice_receive_dropped_total{reason="unknown_ssrc"}' in bot.metrics.render().decode()
     assert bot.speech.voice_connections() == 1              # the call goes on
+
+
+LONG = ("The quick brown fox jumps over the lazy dog near the river bank. Seven silver spoons sat quietly inside a "
+        "wooden drawer all winter, waiting for the spring.")
+
+
+async def said(sb, demo):
+    """/say LONG; the capture once its first second was heard."""
+    capture = sb.capture(demo.guild)
+    capture.clear()
+    it = await sb.slash(demo.alice, demo.general, "say", text=LONG)
+    assert await it.wait_text(timeout=30) == "Speaking."
+    await capture.wait_for_audio(1.0, timeout=30)
+    return capture
+
+
+def level_db(frames: list[np.ndarray]) -> float:
+    return 10 * np.log10(sum(float(np.sum(f.astype(np.float64) ** 2)) for f in frames) + 1e-9)
+
+
+def frames_heard(capture) -> list[tuple[float, np.ndarray]]:
+    """(arrival, left channel) of each voiced frame the channel heard."""
+    return [(p.at, np.frombuffer(pcm, dtype="<i2")[::2]) for p, pcm in capture.decoded(capture.voiced)]
+
+
+async def test_the_bots_level_falls_while_a_member_talks_and_rises_after(sb, demo, bot):
+    await join(sb, demo)
+    capture = await said(sb, demo)                          # nobody talks: the reference (steady Piper repeats)
+    await capture.wait_until_silent(0.6, timeout=60)
+    reference = frames_heard(capture)
+    capture = await said(sb, demo)
+    talk = sb.speak(demo.alice, voice_wav(1.2), demo.guild)
+    await talk.wait(timeout=10)
+    await capture.wait_until_silent(0.6, timeout=60)
+    ducked = frames_heard(capture)
+    start, end = talk.first_at, talk.last_voiced_at
+    during = [i for i, (at, _) in enumerate(ducked) if start + 0.15 <= at <= end]
+    after = [i for i, (at, _) in enumerate(ducked) if end + 0.7 <= at <= end + 1.5]
+    assert len(during) >= 40 and len(after) >= 30 and len(ducked) == len(reference)
+
+    def change(indices: list[int]) -> float:            # dB against the same frames of the reference
+        return level_db([ducked[i][1] for i in indices]) - level_db([reference[i][1] for i in indices])
+
+    assert -13 < change(during) < -7, change(during)     # the default setting: 10 dB down
+    assert abs(change(after)) < 1.5, change(after)
+    before = [i for i, (at, _) in enumerate(ducked) if at < start - 0.1]
+    assert abs(change(before)) < 1.5, change(before)

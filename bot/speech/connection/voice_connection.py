@@ -16,6 +16,7 @@ from bot.speech.connection.e2ee import e2ee_expected, privacy_code
 from bot.speech.connection.voice_client import ObservedVoiceClient
 from bot.speech.connection.voice_receive import ReceiveCounts, VoiceReceive
 from bot.speech.connection.voice_sink import VoiceSink
+from bot.speech.playback.ducking import Ducking
 
 log = logging.getLogger(__name__)
 NO_DAVE = ("Discord requires end-to-end encrypted voice (DAVE) in {channel}, and this bot's voice library did not "
@@ -57,8 +58,10 @@ class VoiceConnection:
         self.events = CallEvents(guild_id, on_state)  # where the call stands, from voice events
         self._voice_client_cls = voice_client_cls
         self._lock = asyncio.Lock()
-        self.sink = VoiceSink(lambda: self.events.vc, client, timeout)  # the voice driver's side
+        self.ducking = Ducking()  # the bot's level while members speak (its depth: the guild's setting)
+        self.sink = VoiceSink(lambda: self.events.vc, client, timeout, self.ducking)  # the voice driver's side
         self.receive = VoiceReceive(receive_counts or ReceiveCounts(), self._is_bot)  # who speaks in the call
+        self.receive.listen(self.ducking.heard)
 
     # -- state -----------------------------------------------------------------------------------
     @property
