@@ -41,7 +41,7 @@ class _LiveCollector:
         heard.add_metric([], received.packets)
         dropped = CounterMetricFamily("voicebot_voice_receive_dropped", "Packets and voice messages the receive "
                                       "path dropped", labels=["reason"])
-        for reason, count in sorted(received.dropped.items()):
+        for reason, count in sorted(received.drops().items()):
             dropped.add_metric([reason], count)
         yield from (heard, dropped)
         counters = self.engine.stats()

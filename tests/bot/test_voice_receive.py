@@ -91,4 +91,4 @@ def test_counts_are_shared_by_the_guilds():
         r.ws_message({"op": 5, "d": {"user_id": str(ALICE), "ssrc": 1001, "speaking": 1}})
         r.datagram(rtp(1001))
     a.datagram(rtp(5))
-    assert counts.packets == 2 and counts.dropped == {"unknown_ssrc": 1}
+    assert counts.packets == 2 and counts.drops() == {"unknown_ssrc": 1}

@@ -36,6 +36,11 @@ class ReceiveCounts:
         with self._lock:
             self.dropped[reason] += 1
 
+    def drops(self) -> dict[str, int]:
+        """The drops by reason, read at once (another thread may be adding a reason)."""
+        with self._lock:
+            return dict(self.dropped)
+
 
 class VoiceReceive:
     """One guild's receive path. The voice websocket's messages come on the event loop (`ws_message`), its UDP
