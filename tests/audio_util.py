@@ -138,3 +138,12 @@ def wav_bytes(signal: np.ndarray, rate: int = RATE) -> bytes:
         w.setframerate(rate)
         w.writeframes((np.clip(signal, -1, 1) * 32767).astype("<i2").tobytes())
     return out.getvalue()
+
+
+def aligned_correlation(heard: bytes, sent: bytes) -> float:
+    """How alike two 48 kHz stereo s16le recordings are (left channels), `heard` shifted by the codec's delay."""
+    h = np.frombuffer(heard, dtype="<i2").reshape(-1, 2)[:, 0].astype(np.float64)
+    s = np.frombuffer(sent, dtype="<i2").reshape(-1, 2)[:, 0].astype(np.float64)
+    lag = int(np.argmax(np.correlate(h[:20000], s[:16000], mode="valid")))   # Opus's look-ahead, a few ms
+    n = min(len(s), len(h) - lag) - 4800
+    return float(np.corrcoef(h[lag:lag + n], s[:n])[0, 1])

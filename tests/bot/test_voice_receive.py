@@ -92,3 +92,16 @@ def test_counts_are_shared_by_the_guilds():
         r.datagram(rtp(1001))
     a.datagram(rtp(5))
     assert counts.packets == 2 and counts.drops() == {"unknown_ssrc": 1}
+
+
+def test_only_the_taken_members_whole_packets_are_handed_over_until_released():
+    r, _ = receive()
+    taken: list[bytes] = []
+    for uid, ssrc in ((ALICE, 1001), (33, 1002)):
+        r.ws_message({"op": 5, "d": {"user_id": str(uid), "ssrc": ssrc, "speaking": 1}})
+    r.take(ALICE, lambda data, at: taken.append(data))
+    r.datagram(rtp(1001))
+    r.datagram(rtp(1002))
+    r.release(ALICE)
+    r.datagram(rtp(1001))
+    assert taken == [rtp(1001)] and r.counts.packets == 3

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import asyncio
 
+import discord
 import numpy as np
 import pytest
 
-from tests.audio_util import wav_bytes
+from sandbox.talker import wav_frames
+from tests.audio_util import aligned_correlation, wav_bytes
 
 pytestmark = pytest.mark.e2e
 
 
-def voice_wav(seconds: float, rate: int = 48000, level: float = 0.3) -> bytes:
-    """A voice-like test signal: a 180 Hz buzz with harmonics, syllable-shaped (4 per second)."""
+def voice_wav(seconds: float, rate: int = 48000, level: float = 0.3, pitch: float = 180.0) -> bytes:
+    """A voice-like test signal: a buzz with harmonics at `pitch` Hz, syllable-shaped (4 per second)."""
     t = np.arange(int(seconds * rate)) / rate
-    buzz = sum(np.sin(2 * np.pi * 180 * k * t) / k for k in range(1, 6))
+    buzz = sum(np.sin(2 * np.pi * pitch * k * t) / k for k in range(1, 6))
     signal = level * buzz / np.abs(buzz).max() * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t) ** 2)
     return wav_bytes(signal, rate)
 
@@ -121,3 +123,39 @@ async def test_the_bots_level_falls_while_a_member_talks_and_rises_after(sb, dem
     assert abs(change(after)) < 1.5, change(after)
     before = [i for i, (at, _) in enumerate(ducked) if at < start - 0.1]
     assert abs(change(before)) < 1.5, change(before)
+
+
+class CountingDecoder:
+    """discord.py's Opus decoder, counting what it decodes (and how many were made)."""
+
+    made: list[CountingDecoder] = []
+
+    def __init__(self) -> None:
+        CountingDecoder.made.append(self)
+        self.calls = 0
+        self.decoder = discord.opus.Decoder()
+
+    def decode(self, frame: bytes, fec: bool = False) -> bytes:
+        self.calls += 1
+        return self.decoder.decode(frame, fec=fec)
+
+
+async def test_recording_opens_and_decodes_only_the_consenting_members_packets(sb, demo, bot):
+    await join(sb, demo)
+    bob = sb.user("bob")
+    await sb.user_joins_voice(bob, demo.voice)
+    await sb.voice.dave.settle()
+    await sb.wait_dave_ready(demo.guild)
+    connection = bot.speech.call(demo.guild.id).connection
+    CountingDecoder.made = decoders = []
+    audio = connection.record(demo.alice.id, max_s=30, decoder=CountingDecoder)
+    wav = voice_wav(1.0)
+    talks = [sb.speak(demo.alice, wav, demo.guild), sb.speak(bob, voice_wav(1.0, pitch=237.0), demo.guild)]
+    for talk in talks:
+        await talk.wait(timeout=10)
+    await until(lambda: audio.frames >= len(talks[0].sent_at) - 2, "alice's frames")
+    connection.stop_recording(demo.alice.id)
+    assert len(decoders) == 1 and decoders[0].calls == audio.frames        # one decoder, alice's, nobody else's
+    assert bot.speech.received.packets >= 2 * len(talks[0].sent_at) - 4    # bob was heard, never opened
+    assert not {"transport_failed", "dave_failed", "decode_failed"} & set(bot.speech.received.drops())
+    assert aligned_correlation(bytes(audio.pcm), b"".join(wav_frames(wav))) > 0.9

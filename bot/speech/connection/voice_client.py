@@ -12,6 +12,7 @@ import discord
 from discord.voice_state import ConnectionFlowState, VoiceConnectionState
 
 from bot.speech.connection.discord_internals import voice_ws_close_code
+from bot.speech.connection.member_audio import CallKeys
 from bot.speech.connection.voice_receive import VoiceReceive
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,14 @@ class ObservedVoiceClient(discord.VoiceClient):
     def can_encrypt(self) -> bool:
         """discord.py's DAVE session is ready: frames are end-to-end encrypted for the current group."""
         return bool(self._flow is not None and self._flow.can_encrypt)
+
+    def call_keys(self) -> CallKeys | None:
+        """The transport key and mode, and the DAVE session of an E2EE call (public on discord.py's VoiceClient and
+        connection state): what opening a member's packet takes now. None before the session description."""
+        flow = self._flow
+        if flow is None or not flow.secret_key or not flow.mode:  # discord.py's MISSING (falsy) until described
+            return None
+        return CallKeys(self.mode, bytes(self.secret_key), flow.dave_session if flow.dave_protocol_version else None)
 
     # -- events -----------------------------------------------------------------------------------
     def _emit(self, event: VoiceEvent) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import discord
 
@@ -13,6 +14,7 @@ from bot.errors import UserError
 from bot.speech.connection.call_events import CallEvents
 from bot.speech.connection.connection_state import LIVE, ConnectionState
 from bot.speech.connection.e2ee import e2ee_expected, privacy_code
+from bot.speech.connection.member_audio import MemberAudio
 from bot.speech.connection.voice_client import ObservedVoiceClient
 from bot.speech.connection.voice_receive import ReceiveCounts, VoiceReceive
 from bot.speech.connection.voice_sink import VoiceSink
@@ -213,6 +215,17 @@ class VoiceConnection:
         self.events.vc = self._voice_client_cls(client, channel, listener=self.events.on_voice_event,
                                                 receive=self.receive)
         return self.events.vc
+
+    def record(self, user_id: int, max_s: float, decoder: Callable[[], Any] | None = None) -> MemberAudio:
+        """Start keeping `user_id`'s voice (they consented): their packets alone are opened and decoded, up to
+        `max_s` seconds, until `stop_recording`."""
+        audio = MemberAudio(user_id, lambda: self.events.vc.call_keys() if self.events.vc is not None else None,
+                            self.receive.counts, max_s=max_s, **({"decoder": decoder} if decoder else {}))
+        self.receive.take(user_id, audio.packet)
+        return audio
+
+    def stop_recording(self, user_id: int) -> None:
+        self.receive.release(user_id)
 
     def _is_bot(self, user_id: int) -> bool:
         """This bot or another: their audio never ducks the bot."""

@@ -18,6 +18,7 @@ RTCP_TYPES = range(72, 77)  # RTCP packet types 200-204 with the marker bit fold
 IP_DISCOVERY_REPLY = b"\x00\x02"  # discord.py's own discovery reads this; it is not audio
 
 AudioListener = Callable[[int, float], None]  # (member's user id, time.monotonic() of arrival)
+PacketTaker = Callable[[bytes, float], None]  # (a consenting member's whole packet, its arrival)
 
 
 class ReceiveCounts:
@@ -54,11 +55,19 @@ class VoiceReceive:
         self._members: dict[int, int] = {}  # SSRC -> user id (replaced whole: the reader thread only reads it)
         self._bots: frozenset[int] = frozenset()  # SSRCs of bots, ignored without counting
         self._listeners: list[AudioListener] = []
+        self._takers: dict[int, PacketTaker] = {}  # user id -> who takes their whole packets (a recording)
         self.present: set[int] = set()  # members in the call (besides the bot), as the voice gateway said
 
     def listen(self, listener: AudioListener) -> None:
         """Call `listener(user_id, at)` for each audio packet of a member who is not a bot (on the reader thread)."""
         self._listeners = [*self._listeners, listener]
+
+    def take(self, user_id: int, taker: PacketTaker) -> None:
+        """Hand `user_id`'s whole packets to `taker` as well (they consented to a recording); nobody else's."""
+        self._takers = {**self._takers, user_id: taker}
+
+    def release(self, user_id: int) -> None:
+        self._takers = {u: t for u, t in self._takers.items() if u != user_id}
 
     def member_of(self, ssrc: int) -> int | None:
         return self._members.get(ssrc)
@@ -115,9 +124,15 @@ class VoiceReceive:
             return
         self.counts.heard()
         for listener in self._listeners:
-            try:
-                listener(user_id, at)
-            except Exception:  # noqa: BLE001 - a listener's failure never reaches discord.py's reader or the call
-                self.counts.drop("failed")
-                log.debug("receive listener failed", exc_info=True)
+            self._safely(listener, user_id, at)
+        taker = self._takers.get(user_id)
+        if taker is not None:
+            self._safely(taker, data, at)
+
+    def _safely(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - a listener's failure never reaches discord.py's reader or the call
+            self.counts.drop("failed")
+            log.debug("receive listener failed", exc_info=True)
 
