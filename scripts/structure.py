@@ -9,7 +9,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bot", "engine", "plugins", "conf", "sandbox", "bench", "demo")
-LAYERED = ("sandbox",)      # packages whose `if TYPE_CHECKING:` imports count too: their layers point one way
 CLASS_LINES = 200
 
 
@@ -25,16 +24,11 @@ def modules() -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The project modules `name` imports (at any level; under `if TYPE_CHECKING:` only in LAYERED packages)."""
+    """The project modules `name` imports, at any level (under `if TYPE_CHECKING:` too: a circle of types is one)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = name.split(".")[0] not in LAYERED
-    skip = {id(n) for node in ast.walk(tree) if typing_only and isinstance(node, ast.If)
-            and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
     out: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
