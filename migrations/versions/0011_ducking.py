@@ -1,7 +1,7 @@
 """guild setting ducking: dB the bot's level falls while a member speaks in its call (10; 0 is off)
 
 Revision ID: 0011
-Revises: 0008 (to follow 0010 once that is merged)
+Revises: 0010
 Create Date: 2026-12-07 20:00:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0008"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
