@@ -61,6 +61,7 @@ class SpeechSettings:
     opus_complexity: int = 5  # 0-10: the encoder's effort; 5: ~0.65x the CPU of 10, nearly the same quality for speech
     max_delay_s: int = 300  # the most a guild may set max_delay to (seconds a readout message may wait)
     max_repeated_characters: int = 20  # the most a guild may set repeated_characters to (a character said in a row)
+    max_ducking_db: int = 30  # the most a guild may set ducking to (dB the bot's level falls while a member speaks)
     say_notice_s: float = 5.0  # /say tells the expected wait when it is longer than this
     catch_up_speed: float = 1.3  # the most speech is sped up while a guild's channel is behind (1: never)
     e2ee_wait_s: float = 10.0  # longest wait for E2EE voice (DAVE) to be ready before speaking; then the user is told
@@ -156,7 +157,8 @@ _POSITIVE = {
     ("engine", "workers"), ("engine", "max_concurrency"), ("engine", "per_key_limit"),
     ("engine", "max_segment_chars"), ("engine", "first_segment_chars"), ("engine", "max_text_chars"),
     ("speech", "queue_max"), ("speech", "per_guild"), ("speech", "max_text_chars"),
-    ("speech", "max_repeated_characters"), ("voices", "max_clip_bytes"), ("voices", "cache_size"),
+    ("speech", "max_repeated_characters"), ("speech", "max_ducking_db"), ("voices", "max_clip_bytes"),
+    ("voices", "cache_size"),
     ("engine", "segment_timeout_s"),
 }
 

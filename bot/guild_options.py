@@ -32,6 +32,7 @@ class GuildOption:
     ceiling: str = ""  # ints: the config key ("section.key") a guild may not exceed; this bot's own limit
     chars: int = 0  # str taken as typed (a prefix): at most this many characters, shown in code; empty: off
     shown: Callable[[Any], str] | None = None  # how /settings show says the value, where it is not plain
+    off: bool = False  # ints: "off" is taken for 0 and 0 shown as off
 
     def __post_init__(self) -> None:
         if self.name and self.kind is int and not self.ceiling:
@@ -76,6 +77,8 @@ GUILD_OPTIONS: tuple[GuildOption, ...] = (
                 shown=role_voices.shown),
     GuildOption("lock_voice", bool, False, "role voices and /voice set win over members' own voices",
                 name="lock_voice"),
+    GuildOption("ducking", int, 10, "dB the bot's level falls while a member speaks in its call; off: never",
+                name="ducking", ceiling="speech.max_ducking_db", off=True),
 )
 BY_FIELD: dict[str, GuildOption] = {o.field: o for o in GUILD_OPTIONS}
 OPTIONS: dict[str, GuildOption] = {o.name: o for o in GUILD_OPTIONS if o.name}  # what /settings set offers
@@ -118,6 +121,8 @@ def _shown(option: GuildOption, value: Any) -> str:
         return "on" if value else "off"
     if option.chars:
         return f"`{value}`" if value else "off"
+    if option.off and value == 0:
+        return "off"
     return str(value or "default")
 
 
@@ -142,15 +147,18 @@ def parse(name: str, raw: str, config: Settings,
             return option.field, on, f"{name} is now {_shown(option, on)}."
         raise OptionError(f"{name} takes on or off, not {raw[:40]!r}.")
     high = ceiling(option, config)
+    if option.off and text in _FALSE:
+        text = "0"
     try:
         number = int(text)
     except ValueError:
-        raise OptionError(f"{name} takes a whole number from {option.low} to {high}.") from None
+        takes = f"off or a whole number up to {high}" if option.off else f"a whole number from {option.low} to {high}"
+        raise OptionError(f"{name} takes {takes}.") from None
     if number < option.low:
         raise OptionError(f"{name} must be from {option.low} to {high}.")
     if number > high:
         return option.field, high, f"{name} is now {high}, the most this bot allows (you asked for {number})."
-    return option.field, number, f"{name} is now {number}."
+    return option.field, number, f"{name} is now {_shown(option, number)}."
 
 
 def describe(prefs: Any, config: Settings) -> list[str]:

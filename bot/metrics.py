@@ -36,6 +36,14 @@ class _LiveCollector:
         connections.add_metric([], self.speech.voice_connections())
         underruns.add_metric([], total_underruns)
         yield from (queue, connections, underruns)
+        received = self.speech.received
+        heard = CounterMetricFamily("voicebot_voice_received_packets", "Members' audio packets the calls received")
+        heard.add_metric([], received.packets)
+        dropped = CounterMetricFamily("voicebot_voice_receive_dropped", "Packets and voice messages the receive "
+                                      "path dropped", labels=["reason"])
+        for reason, count in sorted(received.drops().items()):
+            dropped.add_metric([reason], count)
+        yield from (heard, dropped)
         counters = self.engine.stats()
         errors = CounterMetricFamily("voicebot_engine_errors", "Engine segment failures", labels=["kind"])
         errors.add_metric(["timeout"], counters.timeouts)

@@ -9,7 +9,7 @@ import aiohttp
 import yarl
 
 if TYPE_CHECKING:
-    from .core import Sandbox
+    from .world import World
 
 ENV_API = "SANDBOX_API_URL"
 ENV_GATEWAY = "SANDBOX_GATEWAY_URL"
@@ -35,7 +35,7 @@ def _connector_factory(ca_pem: str) -> Callable[[], aiohttp.TCPConnector]:
     return make
 
 
-def point_discord_at(sb: "Sandbox") -> Callable[[], aiohttp.TCPConnector]:
+def point_discord_at(sb: "World") -> Callable[[], aiohttp.TCPConnector]:
     """Set ``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY`` to the sandbox and return a
     factory of ``aiohttp.TCPConnector`` trusting the sandbox CA. Call the factory inside the running loop and
     pass it as ``commands.Bot(..., connector=make_connector())``: the voice websocket is TLS.
@@ -55,7 +55,7 @@ def restore_discord() -> None:
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = _ORIGINAL.pop("gateway")
 
 
-def env(sb: "Sandbox") -> dict:
+def env(sb: "World") -> dict:
     """Environment for a bot subprocess: ``point_discord_at_env()`` there reads it. Includes SSL_CERT_FILE."""
     return {ENV_API: sb.api_url, ENV_GATEWAY: sb.gateway_url, ENV_CA: sb.ca_pem_path, ENV_TOKEN: sb.token,
             "SSL_CERT_FILE": sb.ca_pem_path}

@@ -35,6 +35,7 @@ from .state import (
     Snowflakes,
     User,
 )
+from .talker import Talk, wav_frames
 from .voice import VoiceServer
 
 Target = Union[User, Member]
@@ -191,6 +192,7 @@ class Sandbox:
                 self.voice.dave.member_left(user.id, before.id)
             if channel is not None:
                 self.voice.dave.human_joined(user.id, channel.id)
+            self.voice.member_moved(guild.id, user.id, before and before.id, channel and channel.id)
         if channel is None:
             guild.voice_states.pop(user.id, None)
         else:
@@ -278,6 +280,20 @@ class Sandbox:
 
     def capture(self, guild: Guild) -> Capture:
         return self.voice.capture(guild.id)
+
+    def speak(self, member: Target, wav: Union[str, Path, bytes], guild: Optional[Guild] = None, *,
+              announce: bool = True) -> Talk:
+        """``member``, in the bot's voice channel, starts speaking ``wav`` (16-bit PCM) into the call in real time:
+        SPEAKING (op 5) with its SSRC (unless ``announce=False``), then its DAVE-encrypted Opus relayed to the bot.
+        ``await talk.wait()``."""
+        user = Guild.member_user(member)
+        guild = guild or getattr(member, "guild", None) or next(g for g in self.guilds if user.id in g.voice_states)
+        channel = self.bot_voice_channel(guild)
+        vs = self.voice.sessions.get(guild.id)
+        human = self.voice.dave.humans.get((channel.id, user.id)) if channel is not None else None
+        if vs is None or not vs.described or human is None:
+            raise RuntimeError(f"{user.name} and the bot are not in one voice call in {guild.name}")
+        return Talk(self.voice, vs, human, self.voice.ssrc_of(user.id), wav_frames(wav), announce).start()
 
     # ---- DAVE (end-to-end encryption) --------------------------------------------------------------------
     def dave_group(self, channel: Channel) -> DaveGroup:

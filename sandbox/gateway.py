@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from aiohttp import WSMsgType, web
 
 if TYPE_CHECKING:
-    from .core import Sandbox
+    from .world import World
 
 
 @dataclass
@@ -90,7 +90,7 @@ class GatewayConnection:
 class GatewayServer:
     """Accepts bot gateway connections and routes guild events to the shard that owns the guild."""
 
-    def __init__(self, sb: "Sandbox", heartbeat_interval: int = 41250) -> None:
+    def __init__(self, sb: "World", heartbeat_interval: int = 41250) -> None:
         self.sb = sb
         self.heartbeat_interval = heartbeat_interval
         self.sessions: dict[str, GatewaySession] = {}

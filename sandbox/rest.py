@@ -15,7 +15,7 @@ from .interactions import Response
 from .state import Message, iso_now
 
 if TYPE_CHECKING:
-    from .core import Sandbox
+    from .world import World
 
 JSON = {"Content-Type": "application/json"}   # exactly this: discord.py parses nothing else
 
@@ -51,7 +51,7 @@ def _route(method: str, pattern: str, auth: bool = True):
 class RestApi:
     """aiohttp handlers for the REST routes discord.py uses."""
 
-    def __init__(self, sb: "Sandbox") -> None:
+    def __init__(self, sb: "World") -> None:
         self.sb = sb
         self.log: list[RestCall] = []
         self.routes = [getattr(self, n) for n in dir(self) if hasattr(getattr(self, n, None), "_route")]
@@ -397,7 +397,7 @@ class RestApi:
         return 200, user.to_json()
 
 
-async def serve_attachment(sb: "Sandbox", request: web.Request) -> web.StreamResponse:
+async def serve_attachment(sb: "World", request: web.Request) -> web.StreamResponse:
     """GET /attachments/{id}/{filename}: the registered bytes, honouring the hostile-download knobs."""
     att = sb._attachments.get(int(request.match_info["aid"]))
     if att is None:

@@ -18,11 +18,12 @@ from . import dave
 from .capture import OPUS_SILENCE, Capture, Packet
 
 if TYPE_CHECKING:
-    from .core import Sandbox
+    from .world import World
 
 DEFAULT_MODES = ["aead_aes256_gcm_rtpsize", "aead_xchacha20_poly1305_rtpsize"]
 DAVE_MAGIC = b"\xfa\xfa"              # the last two bytes of every DAVE-encrypted frame
 UDP_RECEIVE_BUFFER = 4 << 20  # bytes asked for the voice socket's receive buffer
+SPEAKING, CLIENTS_CONNECT, CLIENT_DISCONNECT = 5, 11, 13     # server -> client: who is in the call, who talks
 
 
 @dataclass
@@ -55,6 +56,7 @@ class VoiceSession:
         self.seq_ack: Optional[int] = None        # the last seq_ack the client sent (heartbeat or resume)
         self.dave_version = 0                     # negotiated in SESSION_DESCRIPTION
         self.dave_channel: Optional[int] = None   # the voice channel whose MLS group this connection is in
+        self.nonce = 0                            # the transport nonce of packets relayed to this client
         self._lock = asyncio.Lock()
 
     async def send(self, server: "VoiceServer", op: int, d: Any) -> None:
@@ -82,6 +84,17 @@ class VoiceSession:
 
     async def dave_binary(self, op: int, payload: bytes) -> None:
         await self.send_binary(op, payload)
+
+    def encrypt(self, header: bytes, payload: bytes) -> bytes:
+        """Transport encryption of a packet the server relays to this client, in the mode discord.py 2.7.1 picks
+        (aead_xchacha20_poly1305_rtpsize): the header and any extension preamble are the AAD, a 32-bit nonce
+        counter follows the ciphertext."""
+        if self.mode != "aead_xchacha20_poly1305_rtpsize":
+            raise ValueError(f"the sandbox sends in aead_xchacha20_poly1305_rtpsize only, not {self.mode!r}")
+        self.nonce = (self.nonce + 1) & 0xFFFFFFFF
+        counter = struct.pack(">I", self.nonce)
+        return header + nacl.secret.Aead(self.secret_key).encrypt(payload, header, counter + b"\0" * 20).ciphertext \
+            + counter
 
     def decrypt(self, packet: bytes) -> bytes:
         """Transport decryption for the modes discord.py 2.7.1 can pick; returns the Opus payload."""
@@ -117,7 +130,7 @@ class VoiceSession:
 class VoiceServer:
     """The voice websocket endpoint plus the UDP media socket, shared by all guilds."""
 
-    def __init__(self, sb: "Sandbox", modes: Optional[list] = None, dave_required: bool = True) -> None:
+    def __init__(self, sb: "World", modes: Optional[list] = None, dave_required: bool = True) -> None:
         self.sb = sb
         self.modes = list(modes or DEFAULT_MODES)
         self.dave_required = dave_required      # False: the pre-2026 non-E2EE voice (dave_protocol_version 0)
@@ -126,12 +139,14 @@ class VoiceServer:
         self.refused_no_dave = 0                # IDENTIFYs closed with 4017
         self.sessions: dict[int, VoiceSession] = {}       # guild id -> session
         self.by_ssrc: dict[int, VoiceSession] = {}
+        self.member_ssrcs: dict[int, int] = {}            # user id -> the SSRC it speaks with
         self.captures: dict[int, Capture] = {}
         self.log: list[VoiceOp] = []
         self.udp: Optional[asyncio.DatagramTransport] = None
         self.udp_port = 0
         self._next_ssrc = 1000
         self._pending: set[asyncio.TimerHandle] = set()
+        self._tasks: set[asyncio.Task] = set()
 
     def capture(self, guild_id: int) -> Capture:
         if guild_id not in self.captures:
@@ -148,6 +163,13 @@ class VoiceServer:
         self.sessions[guild_id] = vs
         self.by_ssrc[vs.ssrc] = vs
         return vs
+
+    def ssrc_of(self, user_id: int) -> int:
+        """The audio SSRC of a member other than the bot (one per member, as Discord assigns it)."""
+        if user_id not in self.member_ssrcs:
+            self._next_ssrc += 1
+            self.member_ssrcs[user_id] = self._next_ssrc
+        return self.member_ssrcs[user_id]
 
     def end_session(self, guild_id: int) -> None:
         vs = self.sessions.pop(guild_id, None)
@@ -249,14 +271,44 @@ class VoiceServer:
                                 "dave_protocol_version": vs.dave_version, "audio_codec": "opus", "video_codec": None,
                                 "media_session_id": secrets.token_hex(8)})
         vs.described = True
+        self._greet(vs)
         if vs.dave_version:
             self._join_group(vs)
         self.sb._signal.fire()
 
+    def _bot_channel(self, vs: VoiceSession):
+        guild = self.sb.guild_by_id(vs.guild_id)
+        return (guild, self.sb.bot_voice_channel(guild)) if guild is not None else (None, None)
+
+    def _greet(self, vs: VoiceSession) -> None:
+        """CLIENTS_CONNECT (op 11) with the members already in the bot's channel, as Discord sends it on connect."""
+        guild, channel = self._bot_channel(vs)
+        users = [str(uid) for uid, state in guild.voice_states.items()
+                 if state["channel"] is channel and uid != vs.user_id] if channel is not None else []
+        if users:
+            self._later(vs.send(self, CLIENTS_CONNECT, {"user_ids": users}))
+
+    def member_moved(self, guild_id: int, user_id: int, before: Optional[int], after: Optional[int]) -> None:
+        """A member (not the bot) joined or left a channel: the bot's connection there is told (op 11 or 13)."""
+        vs = self.sessions.get(guild_id)
+        if vs is None or not vs.described or user_id == vs.user_id:
+            return
+        _, channel = self._bot_channel(vs)
+        if channel is None or before == after:
+            return
+        if after == channel.id:
+            self._later(vs.send(self, CLIENTS_CONNECT, {"user_ids": [str(user_id)]}))
+        elif before == channel.id:
+            self._later(vs.send(self, CLIENT_DISCONNECT, {"user_id": str(user_id)}))
+
+    def _later(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _join_group(self, vs: VoiceSession) -> None:
         """After SESSION_DESCRIPTION the client (re)starts its DAVE session: op 25, then it sends a key package."""
-        guild = self.sb.guild_by_id(vs.guild_id)
-        channel = self.sb.bot_voice_channel(guild) if guild is not None else None
+        _, channel = self._bot_channel(vs)
         if channel is None:
             return
         if vs.dave_channel is not None and vs.dave_channel != channel.id:
@@ -347,6 +399,8 @@ class VoiceServer:
     def close(self) -> None:
         for h in self._pending:
             h.cancel()
+        for task in self._tasks:
+            task.cancel()
         self._pending.clear()
         if self.udp is not None:
             self.udp.close()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import wave
+
 import numpy as np
 
 RATE = 48_000
@@ -124,3 +127,23 @@ def assert_same_speech(heard: np.ndarray, reference: np.ndarray, other: np.ndarr
     corr_other = stretched_envelope_correlation(heard, other) if other is not None else -1.0
     assert corr > 0.85 and corr > corr_other + 0.1, (corr, corr_other)
     return corr
+
+
+def wav_bytes(signal: np.ndarray, rate: int = RATE) -> bytes:
+    """A mono 16-bit WAV of `signal` (floats in -1..1), as a member's voice is given to the sandbox."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(signal, -1, 1) * 32767).astype("<i2").tobytes())
+    return out.getvalue()
+
+
+def aligned_correlation(heard: bytes, sent: bytes) -> float:
+    """How alike two 48 kHz stereo s16le recordings are (left channels), `heard` shifted by the codec's delay."""
+    h = np.frombuffer(heard, dtype="<i2").reshape(-1, 2)[:, 0].astype(np.float64)
+    s = np.frombuffer(sent, dtype="<i2").reshape(-1, 2)[:, 0].astype(np.float64)
+    lag = int(np.argmax(np.correlate(h[:20000], s[:16000], mode="valid")))   # Opus's look-ahead, a few ms
+    n = min(len(s), len(h) - lag) - 4800
+    return float(np.corrcoef(h[lag:lag + n], s[:n])[0, 1])

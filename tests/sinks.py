@@ -5,6 +5,7 @@ from __future__ import annotations
 
 class FakeSink:
     timeout = 1.0
+    ducking = None
 
     def __init__(self) -> None:
         self.sent: list[bytes] = []

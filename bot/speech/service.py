@@ -20,6 +20,7 @@ from bot.speech.call import GuildCall
 from bot.speech.connection.connection_state import ConnectionState
 from bot.speech.connection.presence import Presence
 from bot.speech.connection.voice_connection import VoiceConnection
+from bot.speech.connection.voice_receive import ReceiveCounts
 from bot.speech.playback.driver import VoiceDriver
 from bot.speech.queue.pacing import Pacer
 from bot.speech.queue.speaker import GuildSpeaker, frames_of
@@ -71,6 +72,7 @@ class SpeechService:
         self.driver = VoiceDriver(OPUS_OPTIONS | {"bitrate": s.opus_bitrate, "fec": s.opus_fec},
                                   complexity=s.opus_complexity)
         self.files = AudioFiles(engine)
+        self.received = ReceiveCounts()  # every call's receive path: packets heard and dropped (/metrics)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
         self.presence = Presence(client, leave_when_alone=self.settings.leave_when_alone,
                                  connection=self._connection, leave=self.leave)
@@ -79,7 +81,7 @@ class SpeechService:
         """The guild's call (its connection made, not joined, on first use)."""
         call = self.calls.get(guild_id)
         if call is None:
-            conn = VoiceConnection(self.client, guild_id,
+            conn = VoiceConnection(self.client, guild_id, receive_counts=self.received,
                                    on_state=lambda _, now, g=guild_id: self._connection_is(g, now))
             call = self.calls[guild_id] = GuildCall(conn)
         return call
@@ -102,10 +104,8 @@ class SpeechService:
                 guild_id, self.engine, call.connection,
                 queue_max=s.queue_max, per_guild=s.per_guild, lookahead=s.lookahead,
                 buffer_frames=frames_of(s.buffer_s), idle_leave_s=s.idle_leave_s,
-                pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s,
+                pacer=self.pacer, e2ee_wait_s=s.e2ee_wait_s, driver=self.driver, catch_up=s.catch_up_speed,
                 on_utterance=lambda utt, outcome, g=guild_id: self._report(g, utt, outcome),
-                driver=self.driver,
-                catch_up=s.catch_up_speed,
             )
         return sp
 
@@ -182,6 +182,7 @@ class SpeechService:
         """The guild's effective options, what is spoken and in which voice (bot/speech/text/say.py spoken), or a
         Refusal."""
         gp = await self._prefs(order)
+        self.call(order.guild.id).connection.ducking.depth_db = gp.ducking  # a changed setting holds from this order on
         text, voice = await spoken(order, self.settings, gp, await self._voice(order), rules=await self._rules(order),
                                    chosen=functools.partial(self.prefs.spoken_names, order.guild.id),
                                    languages=self.languages)

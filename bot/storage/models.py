@@ -148,6 +148,7 @@ class GuildSettingsRow(Base):
     announce_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("announce_voice"))
     role_voices: Mapped[str] = mapped_column(String(1000), default=_guild_default("role_voices"))
     lock_voice: Mapped[bool] = mapped_column(Boolean, default=_guild_default("lock_voice"))
+    ducking: Mapped[int] = mapped_column(Integer, default=_guild_default("ducking"))
 
 
 class DictionaryEntryRow(Base):

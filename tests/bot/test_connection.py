@@ -62,8 +62,8 @@ async def test_the_listener_hears_changes_only():
 class FakeVoiceClient:
     """What VoiceConnection reads of ObservedVoiceClient, with the events discord.py would cause."""
 
-    def __init__(self, client, channel, *, listener) -> None:
-        self.client, self.channel, self.listener = client, channel, listener
+    def __init__(self, client, channel, *, listener, receive=None) -> None:
+        self.client, self.channel, self.listener, self.receive = client, channel, listener, receive
         self.user = SimpleNamespace(id=BOT)
         self.connected = False
         self.dave_protocol_version = 1
@@ -306,3 +306,24 @@ async def test_observed_voice_client_reports_discord_py_flow_ws_messages_voice_s
     assert events == [VoiceEvent(Kind.FLOW, connected=True), VoiceEvent(Kind.FLOW, close_code=4017),
                       VoiceEvent(Kind.WS_OP, op=22), VoiceEvent(Kind.REMOVED)]
     assert vc.dave_protocol_version == 0 and vc.can_encrypt is False
+
+
+async def test_observed_voice_client_feeds_its_receive_path_and_gives_the_call_keys_once_described():
+    from bot.speech.connection.voice_receive import ReceiveCounts, VoiceReceive
+    client = discord.Client(intents=discord.Intents.none())
+    channel = SimpleNamespace(id=10, guild=SimpleNamespace(id=1), _get_voice_client_key=lambda: (1, "guild_id"))
+    receive = VoiceReceive(ReceiveCounts(), is_bot=lambda _: False)
+    heard: list[int] = []
+    receive.listen(lambda uid, _at: heard.append(uid))
+    vc = ObservedVoiceClient(client, channel, listener=lambda _vc, _event: None, receive=receive)
+    flow = connection_state(vc)
+    try:
+        assert vc.call_keys() is None                      # before the session description
+        await flow.hook(None, {"op": 5, "d": {"user_id": "42", "ssrc": 7, "speaking": 1}})
+        assert receive.datagram in flow._socket_reader._callbacks   # discord.py's reader hands it every packet
+        receive.datagram(b"\x80\x78" + bytes(6) + (7).to_bytes(4, "big") + bytes(20))
+        flow.mode, flow.secret_key, flow.dave_protocol_version = "aead_xchacha20_poly1305_rtpsize", [1] * 32, 0
+        keys = vc.call_keys()
+    finally:
+        flow._socket_reader.stop()
+    assert heard == [42] and keys is not None and keys.secret_key == bytes([1] * 32) and keys.dave is None

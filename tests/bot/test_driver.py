@@ -81,3 +81,20 @@ async def test_underrun_silence_is_sent_but_not_counted_as_played():
     rest.set()
     await asyncio.wait_for(src.producer, 5)
     assert track.step(0.0) is End.FINISHED
+
+
+async def test_a_ducking_call_shapes_each_frame_before_encoding_and_encodes_little_ahead():
+    from bot.speech.playback.ducking import AHEAD, Ducking
+    src = StreamingSource(max_frames=100)
+    src.start(segments(30))
+    await asyncio.wait_for(src.producer, 5)
+    sink, encoded = Sink(), []
+    sink.ducking = Ducking(depth_db=20)
+    track = Track(src, sink, encoder(encoded), 1.0, asyncio.get_running_loop())
+    track.step(0.0)
+    track.encode_ahead(25)
+    assert len(encoded) == 1 + AHEAD                    # its level may change within AHEAD frames
+    sink.ducking.heard(7, float("inf"))                 # a member speaking from now on
+    assert play(track, 25) is End.FINISHED
+    assert len(sink.sent) == 30 and encoded[:1 + AHEAD] == [1, 2, 3]
+    assert encoded[-1] == round(30 * 0.1)               # the last frames were sent 20 dB down

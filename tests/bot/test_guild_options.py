@@ -86,7 +86,7 @@ def test_user_prefs_and_row_take_fields_defaults_and_bounds_from_the_declaration
 def test_settings_set_offers_each_settable_option_once():
     assert list(OPTIONS) == ["xsaid", "autojoin", "bots", "require_voice", "custom_voices", "spoilers",
                              "max_length", "max_queue", "max_delay", "language", "voice", "required_prefix",
-                             "ignore_prefix", "repeated_characters", "announce", "role_voice", "lock_voice"]
+                             "ignore_prefix", "repeated_characters", "announce", "role_voice", "lock_voice", "ducking"]
     assert all(o.ceiling for o in OPTIONS.values() if o.kind is int)
     with pytest.raises(ValueError, match="ceiling"):
         guild_options.GuildOption("x", int, 1, "help", name="x")
@@ -233,3 +233,16 @@ def test_settings_show_of_the_fullest_guild_is_sent_whole(config):
     lines = guild_options.describe(prefs, config)
     sent = messages(lines)
     assert len(sent) == 2 and all(len(m) <= MESSAGE_MAX_CHARS for m in sent) and "\n".join(sent) == "\n".join(lines)
+
+
+def test_ducking_takes_off_or_decibels_up_to_the_bots_limit(config):
+    assert guild_options.parse("ducking", "off", config) == ("ducking", 0, "ducking is now off.")
+    assert guild_options.parse("ducking", "0", config) == ("ducking", 0, "ducking is now off.")
+    assert guild_options.parse("ducking", "12", config) == ("ducking", 12, "ducking is now 12.")
+    field, value, answer = guild_options.parse("ducking", "90", _with(config, max_ducking_db=30))
+    assert (field, value) == ("ducking", 30) and "the most this bot allows" in answer
+    with pytest.raises(OptionError, match="^ducking takes off or a whole number up to 30"):
+        guild_options.parse("ducking", "loud", _with(config, max_ducking_db=30))
+    lines = "\n".join(guild_options.describe(dataclasses.replace(GuildPrefs(1), ducking=0), config))
+    assert "**ducking**: off (default 10) — dB the bot's level falls while a member speaks" in lines
+    assert "**ducking**: 10 — " in "\n".join(guild_options.describe(GuildPrefs(1), config))

@@ -12,6 +12,8 @@ import discord
 from discord.voice_state import ConnectionFlowState, VoiceConnectionState
 
 from bot.speech.connection.discord_internals import voice_ws_close_code
+from bot.speech.connection.member_audio import CallKeys
+from bot.speech.connection.voice_receive import VoiceReceive
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +43,23 @@ class ObservedVoiceClient(discord.VoiceClient):
     discord.py 2.7 has no public event for its voice connection's progress, its voice websocket's close code or its
     DAVE session's readiness. It does let a VoiceClient subclass (``channel.connect(cls=...)``) choose its connection
     state object (``create_connection_state``) and hook every voice websocket message (the ``hook`` of
-    ``VoiceConnectionState``, as voice receive extensions do). Only those are used, with VoiceProtocol's own
-    ``on_voice_state_update`` and ``cleanup``: nothing is patched. The one internal read, the voice websocket's
-    close code, is read through bot/speech/connection/discord_internals.py.
+    ``VoiceConnectionState``, as voice receive extensions do), and the connection state's public
+    ``add_socket_listener`` hands the call's UDP packets to its receive path. Only those are used, with
+    VoiceProtocol's own ``on_voice_state_update`` and ``cleanup``: nothing is patched. The one internal read, the
+    voice websocket's close code, is read through bot/speech/connection/discord_internals.py.
     """
 
-    def __init__(self, client: discord.Client, channel: discord.abc.Connectable, *, listener: Listener) -> None:
+    def __init__(self, client: discord.Client, channel: discord.abc.Connectable, *, listener: Listener,
+                 receive: VoiceReceive | None = None) -> None:
         self._listener = listener
+        self._receive = receive  # the call's receive path: the voice websocket's messages and the UDP packets
         self._flow: _ObservedConnectionState | None = None
         super().__init__(client, channel)
 
     def create_connection_state(self) -> VoiceConnectionState:
         self._flow = _ObservedConnectionState(self, hook=self._ws_message)
+        if self._receive is not None:  # discord.py's socket reader hands every packet to its listeners
+            self._flow.add_socket_listener(self._receive.datagram)
         return self._flow
 
     # -- facts, public on discord.py's connection state --------------------------------------------
@@ -66,6 +73,14 @@ class ObservedVoiceClient(discord.VoiceClient):
         """discord.py's DAVE session is ready: frames are end-to-end encrypted for the current group."""
         return bool(self._flow is not None and self._flow.can_encrypt)
 
+    def call_keys(self) -> CallKeys | None:
+        """The transport key and mode, and the DAVE session of an E2EE call (public on discord.py's VoiceClient and
+        connection state): what opening a member's packet takes now. None before the session description."""
+        flow = self._flow
+        if flow is None or not flow.secret_key or not flow.mode:  # discord.py's MISSING (falsy) until described
+            return None
+        return CallKeys(self.mode, bytes(self.secret_key), flow.dave_session if flow.dave_protocol_version else None)
+
     # -- events -----------------------------------------------------------------------------------
     def _emit(self, event: VoiceEvent) -> None:
         try:
@@ -74,6 +89,11 @@ class ObservedVoiceClient(discord.VoiceClient):
             log.exception("voice event listener failed on %s", event)
 
     async def _ws_message(self, _ws: Any, msg: dict) -> None:
+        if self._receive is not None:
+            try:
+                self._receive.ws_message(msg)
+            except Exception:
+                log.exception("the receive path failed on a voice websocket message")
         self._emit(VoiceEvent(Kind.WS_OP, op=msg.get("op")))
 
     async def on_voice_state_update(self, data: Any) -> None:

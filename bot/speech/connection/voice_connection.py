@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import discord
 
@@ -13,8 +14,11 @@ from bot.errors import UserError
 from bot.speech.connection.call_events import CallEvents
 from bot.speech.connection.connection_state import LIVE, ConnectionState
 from bot.speech.connection.e2ee import e2ee_expected, privacy_code
+from bot.speech.connection.member_audio import MemberAudio
 from bot.speech.connection.voice_client import ObservedVoiceClient
+from bot.speech.connection.voice_receive import ReceiveCounts, VoiceReceive
 from bot.speech.connection.voice_sink import VoiceSink
+from bot.speech.playback.ducking import Ducking
 
 log = logging.getLogger(__name__)
 NO_DAVE = ("Discord requires end-to-end encrypted voice (DAVE) in {channel}, and this bot's voice library did not "
@@ -48,14 +52,18 @@ class VoiceConnection:
 
     def __init__(self, client: discord.Client, guild_id: int, *, timeout: float = 20.0,
                  on_state: Callable[[ConnectionState, ConnectionState], None] | None = None,
-                 voice_client_cls: Callable[..., ObservedVoiceClient] = ObservedVoiceClient) -> None:
+                 voice_client_cls: Callable[..., ObservedVoiceClient] = ObservedVoiceClient,
+                 receive_counts: ReceiveCounts | None = None) -> None:
         self.client = client
         self.guild_id = guild_id
         self.timeout = timeout
         self.events = CallEvents(guild_id, on_state)  # where the call stands, from voice events
         self._voice_client_cls = voice_client_cls
         self._lock = asyncio.Lock()
-        self.sink = VoiceSink(lambda: self.events.vc, client, timeout)  # the voice driver's side
+        self.ducking = Ducking()  # the bot's level while members speak (its depth: the guild's setting)
+        self.sink = VoiceSink(lambda: self.events.vc, client, timeout, self.ducking)  # the voice driver's side
+        self.receive = VoiceReceive(receive_counts or ReceiveCounts(), self._is_bot)  # who speaks in the call
+        self.receive.listen(self.ducking.heard)
 
     # -- state -----------------------------------------------------------------------------------
     @property
@@ -203,5 +211,25 @@ class VoiceConnection:
         raise UserError(NO_DAVE.format(channel=channel.mention))
 
     def _new_voice_client(self, client: discord.Client, channel: discord.abc.Connectable) -> ObservedVoiceClient:
-        self.events.vc = self._voice_client_cls(client, channel, listener=self.events.on_voice_event)
+        self.receive.clear()  # a new voice session: its members' SSRCs are announced again
+        self.events.vc = self._voice_client_cls(client, channel, listener=self.events.on_voice_event,
+                                                receive=self.receive)
         return self.events.vc
+
+    def record(self, user_id: int, max_s: float, decoder: Callable[[], Any] | None = None) -> MemberAudio:
+        """Start keeping `user_id`'s voice (they consented): their packets alone are opened and decoded, up to
+        `max_s` seconds, until `stop_recording`."""
+        audio = MemberAudio(user_id, lambda: self.events.vc.call_keys() if self.events.vc is not None else None,
+                            self.receive.counts, max_s=max_s, **({"decoder": decoder} if decoder else {}))
+        self.receive.take(user_id, audio.packet)
+        return audio
+
+    def stop_recording(self, user_id: int) -> None:
+        self.receive.release(user_id)
+
+    def _is_bot(self, user_id: int) -> bool:
+        """This bot or another: their audio never ducks the bot."""
+        guild = self.client.get_guild(self.guild_id)
+        member = guild.get_member(user_id) if guild is not None else None
+        user = member or self.client.get_user(user_id)
+        return user_id == getattr(self.client.user, "id", None) or bool(user is not None and user.bot)

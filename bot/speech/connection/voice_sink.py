@@ -10,16 +10,18 @@ import discord
 
 from bot.speech.connection.e2ee import may_speak
 from bot.speech.connection.voice_client import ObservedVoiceClient
+from bot.speech.playback.ducking import Ducking
 
 
 class VoiceSink:
     """Where the voice driver sends a guild's frames (playback/driver.py's Sink); its VoiceConnection owns it."""
 
     def __init__(self, voice_client: Callable[[], ObservedVoiceClient | None], client: discord.Client,
-                 timeout: float) -> None:
+                 timeout: float, ducking: Ducking | None = None) -> None:
         self._vc = voice_client  # the connection's VoiceClient now (None while it has none)
         self._client = client
         self.timeout = timeout  # how long a (re)connect may take
+        self.ducking = ducking  # the call's level while members speak
 
     def is_connected(self) -> bool:
         vc = self._vc()

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from bot.speech.playback import ducking as ducking_
 from bot.speech.playback.opus import voice_encoder
 from bot.speech.playback.play_stats import PlayStats
 from bot.speech.playback.source import SILENCE, StreamingSource
@@ -28,6 +29,7 @@ class Sink(Protocol):
     """Where a track's frames go: a guild's voice connection (bot/speech/connection/voice_connection.py)."""
 
     timeout: float  # how long a (re)connect may take
+    ducking: ducking_.Ducking | None  # the call's level while members speak (None: always full)
 
     def ready_to_send(self) -> bool: ...
 
@@ -69,6 +71,7 @@ class Track:
         self._stop = False
         self._hold_from: float | None = None
         self._speaking = False
+        self._ducking = sink.ducking
 
     def stop(self) -> None:
         """End playback at the next tick (any thread); the end-of-speech silence is still sent."""
@@ -113,13 +116,20 @@ class Track:
             self.stats.played(queued)
         if self._ahead:  # the frame just read is the one encoded first (only this thread takes frames out)
             return self._ahead.popleft()
-        return self._encode(frame)
+        return self._encode(self._shaped(frame))
+
+    def _shaped(self, pcm: bytes) -> bytes:
+        """The frame at the call's level (ducking.py), just before it is encoded, in sending order."""
+        return self._ducking.shape(pcm) if self._ducking is not None else pcm
 
     def encode_ahead(self, frames: int) -> None:
         """Encode the source's next frames, in order, until `frames` are encoded ahead of sending (an Opus encoder's
-        state follows the stream)."""
+        state follows the stream). A ducking call's track encodes only ducking.AHEAD frames ahead: its level changes
+        within that many frames of a member's first packet."""
+        if self._ducking is not None and self._ducking.active:
+            frames = min(frames, ducking_.AHEAD)
         for pcm in self.source.upcoming(len(self._ahead), frames - len(self._ahead)):
-            self._ahead.append(self._encode(pcm))
+            self._ahead.append(self._encode(self._shaped(pcm)))
 
     def close(self, end: End, error: BaseException | None = None) -> None:
         """Silence after speech, the speaking flag off, the buffer freed (unless it gave way), the waiter told."""
