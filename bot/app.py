@@ -96,7 +96,7 @@ class VoiceBot(commands.AutoShardedBot):
         c = self.config
         self.stock = StockVoices(self.engine)
         self.voices = VoiceService(self.db, self.engine, c.voices, self.prefs, self.stock)
-        self.dictionary = DictionaryService(self.db, global_entries(c))
+        self.dictionary = DictionaryService(self.db, global_entries(c.global_dictionary))
         self.languages = LanguageService(self.engine, self.prefs, self.stock)
         self.speech = SpeechService(self, self.engine, c, prefs=self.prefs, voices=self.voices,
                                     dictionary=self.dictionary, languages=self.languages)

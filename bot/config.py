@@ -113,6 +113,12 @@ class Settings:
         return p if p.is_absolute() else Path(self.base_dir) / p
 
     @property
+    def global_dictionary(self) -> Path | None:
+        """The operator's dictionary file (dictionary.global_file), None when it names none."""
+        name = self.dictionary.global_file
+        return self.resolve(name) if name else None
+
+    @property
     def database_url(self) -> str:
         if self.database.url:
             return self.database.url
@@ -199,6 +205,6 @@ def _check_dictionary(settings: Settings, file: str) -> None:
     from bot.dictionary_file import GlobalFileError, global_entries
 
     try:
-        global_entries(settings)
+        global_entries(settings.global_dictionary)
     except GlobalFileError as exc:
         raise ConfigError(f"{file}: 'dictionary.global_file': {exc}") from None

@@ -8,13 +8,10 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bot.dictionary_entries import check_entry, check_say_as, checked_entries, is_text_table
 from bot.dictionary_patterns import Pattern, check_pattern, compile_pattern
-
-if TYPE_CHECKING:
-    from bot.config import Settings
-from bot.dictionary import check_entry, check_say_as, checked_entries, is_text_table
 
 MAX_FILE_BYTES = 1_000_000
 MAX_WORDS = 20_000
@@ -32,10 +29,9 @@ class GlobalEntries:
     patterns: tuple[Pattern, ...] = ()
 
 
-def global_entries(settings: Settings) -> GlobalEntries:
-    """The entries of the file the config names (dictionary.global_file), none when it names none."""
-    name = settings.dictionary.global_file
-    return load_global(settings.resolve(name)) if name else GlobalEntries()
+def global_entries(path: Path | None) -> GlobalEntries:
+    """The entries of the file the config names (Settings.global_dictionary), none when it names none."""
+    return load_global(path) if path is not None else GlobalEntries()
 
 
 def load_global(path: Path) -> GlobalEntries:

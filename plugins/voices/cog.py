@@ -9,7 +9,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot import checks
-from bot.dictionary import MAX_NAME_CHARS, check_spoken_name
+from bot.dictionary_entries import MAX_NAME_CHARS, check_spoken_name
 from bot.errors import UserError, reply
 from bot.member_notice import tell_member
 from bot.speech.audio_file import attachment

@@ -7,16 +7,8 @@ import json
 
 import pytest
 
-from bot.dictionary import (
-    MAX_ENTRIES,
-    MAX_IMPORT_BYTES,
-    MAX_NAME_CHARS,
-    apply,
-    check_entry,
-    check_spoken_name,
-    export,
-    parse_import,
-)
+from bot.dictionary import MAX_ENTRIES, MAX_IMPORT_BYTES, apply, export, parse_import
+from bot.dictionary_entries import MAX_NAME_CHARS, check_entry, check_spoken_name
 from bot.errors import UserError
 
 
