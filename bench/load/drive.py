@@ -185,7 +185,8 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
         await refs.render({u.get("speed", 1.0) for u in utterances})  # each speed played, after the bot's run
         counts = account(sb, rooms, traffic, [u for u in utterances if u["created_at"] >= t0], refs, before)
     restore_discord()
-    simulated = await asyncio.to_thread(simulate_here, plan, calibration.get("speeds"))
+    speeds = calibration.get("speeds") or {k: round(v, 2) for k, v in engine.counters.speeds.items()}
+    simulated = await asyncio.to_thread(simulate_here, plan, speeds, engine.info.units)
     utterances = [u for u in utterances if u["created_at"] >= t0]  # not the warm-up "Ready." of each guild
     played = [u for u in utterances if u["outcome"] == "played" and u["kind"] != "preview"]
     return {
@@ -204,16 +205,14 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
     }
 
 
-def simulate_here(plan: Plan, speeds: dict[int, float] | None) -> tuple[str, dict[str, float]]:
-    """The plan in the simulator (bench/load/simulate.py) on a cost model of this host: the speeds per slot the bot's
-    engine measured in the calibration, beside its playback (every unit's, a run's features included), else one
-    measured on the backend now: the model's name and each goal's simulated value."""
-    from bench.load.simulate import CostModel, host_model, simulate
+def simulate_here(plan: Plan, speeds: dict[int, float], units: tuple[float, ...]) -> tuple[str, dict[str, float]]:
+    """The plan in the simulator (bench/load/simulate.py) on a cost model of this host: `speeds`, a slot's audio per
+    second by slots busy as the bot's engine measured them in the calibration beside its playback (else as the bench's
+    engine measured them sizing the plan), every unit's, a run's features included, its units the backend's: the
+    model's name and each goal's simulated value."""
+    from bench.load.simulate import CostModel, simulate
 
-    model = host_model()
-    if speeds:
-        model = CostModel(f"{model.cpu}, the calibration's speeds", dict(speeds), {k: 0.0 for k in speeds},
-                          model.windows)
+    model = CostModel(f"speeds per slot {speeds} measured in this run", dict(speeds), {k: 0.0 for k in speeds}, units)
     return model.cpu, {name: value for name, (value, _, _) in simulate(plan, model).goals(plan).items()}
 
 

@@ -91,7 +91,7 @@ def report(r: dict) -> int:
     goals = [ok for _, ok in lines if ok is not None]
     for text, _ in lines:
         print(text)
-    cpu, simulated = r["simulated"]
+    cpu, simulated = r.get("simulated") or ("none", {})
     measured = {"underruns_per_100": 100 * r["underruns"] / max(1, r["played"]),
                 **{name: wait_value(name, r) for name in WAITS}}
     print(f"simulated (bench/load/simulate.py; cost model: {cpu}) against measured:")

@@ -144,17 +144,15 @@ def host_model() -> CostModel:
     """The cost model of the default backend (Kokoro, as the bot builds it) measured on this host now."""
     import platform
 
-    from engine.backends.kokoro.backend import FIRST, SAMPLE_RATE, KokoroBackend
-    from engine.backends.kokoro.windows import HOP, WINDOW, windows
+    from engine.backends.kokoro.backend import SAMPLE_RATE, KokoroBackend
     from engine.base import Voice
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
-    units = tuple((b - a) * HOP / SAMPLE_RATE for a, b in windows(10 * WINDOW, FIRST)[:6])
     backend = KokoroBackend(workers=2)
     try:
         backend.warm_up()
-        return CostModel.measure(backend, Voice(), [*PHRASES[:6], *LONGER] * 2, cpu, SAMPLE_RATE, units)
+        return CostModel.measure(backend, Voice(), [*PHRASES[:6], *LONGER] * 2, cpu, SAMPLE_RATE, backend.info.units)
     finally:
         backend.close()
 
