@@ -159,11 +159,16 @@ def test_a_readout_whose_first_audio_comes_past_its_start_by_plays_late_when_no_
     assert outcome is Outcome.PLAYED and len(conn.sink.sent) >= 20 and told == []
 
 
-def test_a_readout_held_back_past_its_start_by_still_plays_its_synthesis_under_way() -> None:
+def test_a_readout_held_back_past_its_start_by_plays_late_when_no_other_guild_waits() -> None:
     """The engine says to make all of it first (a slow engine): held past its start_by, it plays whole, never dry."""
-    outcome, conn, told, utt = asyncio.run(play_readout(5, stall_s=0.6, hold=float("inf")))
+    outcome, conn, told, utt = asyncio.run(play_readout(5, stall_s=0.6, capacity=slow_alone, hold=float("inf")))
     assert outcome is Outcome.PLAYED and len(conn.sink.sent) >= 25 and told == []
     assert utt.prerolled and utt.held_s >= 0.5 and utt.source is not None and utt.source.underruns == 0
+
+
+def test_a_readout_held_back_past_its_start_by_is_stale_while_other_guilds_wait() -> None:
+    outcome, conn, told, utt = asyncio.run(play_readout(5, stall_s=0.6, hold=float("inf")))
+    assert outcome is Outcome.STALE and conn.sink.sent == [] and told == []  # counted into the catch-up notice
 
 
 def test_playing_starts_once_the_audio_in_hand_covers_what_the_engine_says_to_hold() -> None:

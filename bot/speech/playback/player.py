@@ -82,21 +82,31 @@ class Player:
             await first_of(src.wait_started(wait), self.load_changed())  # (its TimeoutError ends it, no more)
         return None
 
-    async def _hold(self, utt: Utterance, src: StreamingSource) -> None:
+    async def _hold(self, utt: Utterance, src: StreamingSource) -> Outcome | None:
         """Hold playback until the engine says the rest of the utterance will keep ahead of the player
         (Stream.hold_s: the audio to have in hand, at this guild's share of the engine now), or all of it is made, or
-        the buffer is full: once heard, it never runs dry. A readout past its start_by is held all the same: its
-        synthesis is under way (skipping it then, an engine slower than speech would have every message skipped)."""
+        the buffer is full: once heard, it never runs dry. None then; STALE for a readout held past its start_by
+        while other guilds wait for the engine (what it is held for has no deadline: it would be heard a minute late
+        in the over plan; skipping it frees the engine for them). Alone, it is read late rather than not at all (an
+        engine slower than speech would have every message skipped)."""
         held = time.monotonic()
-        while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
-            need = utt.stream.hold_s() if utt.stream is not None else 0.0
-            if src.buffered_frames * FRAME_S >= need:
-                break
-            utt.prerolled = True
-            want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
-            # looked at again when more audio is made or the engine's load (and so this guild's share) changes
-            await first_of(src.wait_buffered(want), self.load_changed())
-        utt.held_s = time.monotonic() - held
+        try:
+            while not (utt.skipped or src.finished or src.buffered_frames >= src.max_frames - 1 or self._yields(src)):
+                need = utt.stream.hold_s() if utt.stream is not None else 0.0
+                if src.buffered_frames * FRAME_S >= need:
+                    break
+                overdue = utt.overdue(time.monotonic())
+                if overdue and self.capacity(utt.request).other_keys:
+                    return Outcome.STALE
+                utt.prerolled = True
+                want = src.max_frames if need == float("inf") else math.ceil(need / FRAME_S) + 1
+                # looked at again when more audio is made, the engine's load (and so this guild's share) changes, or
+                # its start_by passes
+                until = None if overdue else _until_start_by(utt)
+                await first_of(src.wait_buffered(want, None if until == math.inf else until), self.load_changed())
+            return None
+        finally:
+            utt.held_s = time.monotonic() - held
 
     async def play(self, utt: Utterance) -> Outcome | None:
         """Play `utt` to its end; None when it gave way at a segment boundary (the rest is still to play). Its
@@ -135,7 +145,9 @@ class Player:
                 return await self.fail(utt, self._error_text(utt, src.error))
             return Outcome.SILENT
         utt.enter(Stage.HELD)
-        await self._hold(utt, src)
+        if (stale := await self._hold(utt, src)) is not None:
+            src.close()
+            return stale
         if utt.skipped:
             return Outcome.SKIPPED
         if self._yields(src):  # ... or while it was held back to keep ahead of the player
