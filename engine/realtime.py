@@ -43,7 +43,7 @@ class PlayOut:
     first chunk on (the CLI, the engine server's clients). `making(next_s)` is the engine's measured time to make a
     unit of `next_s` audio seconds (0: unknown length)."""
 
-    __slots__ = ("clock", "urgent", "heard", "making", "key", "largest", "arrived", "waiting_since", "first", "made_s",
+    __slots__ = ("clock", "urgent", "heard", "making", "key", "largest", "waiting_since", "first", "made_s",
                  "next_s", "done")
 
     def __init__(self, clock: Callable[[], float], *, urgent: bool,
@@ -56,8 +56,7 @@ class PlayOut:
         self.urgent = urgent
         self.heard = heard
         self.making = making
-        self.arrived = clock()
-        self.waiting_since: float | None = None if heard is not None else self.arrived
+        self.waiting_since: float | None = None if heard is not None else clock()
         self.first: float | None = None  # when the first audio was handed out
         self.made_s = 0.0
         self.next_s = 0.0  # audio seconds its next unit brings, as the backend says (0: unknown)

@@ -264,6 +264,7 @@ class _Item:
     turn: bool = False  # its listener waits for it (its turn came)
     heard_from: float | None = None  # when it started playing
     first_at: float | None = None  # when its first audio was there at its turn
+    dry: bool = False  # its listener ran dry once (counted once)
 
 
 class _Guild:
@@ -311,9 +312,9 @@ class _Guild:
                 gap = now - (item.heard_from + item.made_s)
                 self.sim.result.underrun_s += gap
                 item.heard_from += gap
-                if not getattr(item, "dry", False):
+                if not item.dry:
                     self.sim.result.underrun_items += 1
-                    item.dry = True  # type: ignore[attr-defined]
+                    item.dry = True
             item.playout.add(audio)
             item.made_s += audio
             item.next_s = next_s
