@@ -264,6 +264,8 @@ class Capacity:
     # not measured (audio_per_second stands for it)
     next_per_second: float = 0.0
     heard_others: int = 0  # other streams playing now with audio still to make (each needs a slot 1/speed of the time)
+    # this key's streams under way (one made ahead of its turn holds the key's slot a unit at a time, unpreempted)
+    key_streams: int = 0
 
     def share(self, *, next_step: bool = False) -> float:
         """Audio seconds per second this key can expect while the others stay busy (fair round-robin); `next_step`:

@@ -139,10 +139,11 @@ def hold_s(units: list[float], share: float, next_making_s: float, blocked_s: fl
 def stream_hold_s(cap: Capacity, next_s: float, unit_s: float, rest_s: float, largest: float,
                   growth: float) -> float:
     """hold_s for a stream at the load `cap` (its key's view of the engine), about `rest_s` audio seconds still to come
-    (an estimate: with MAKING_MARGIN): its next unit of `next_s` audio seconds (0: unknown, a whole unit at the speed,
-    at least `unit_s`, the measured mean time to a unit's first audio) at a later step's speed, the longest unit's
-    making as blocking while more keys compete than there are slots, the others at the share the streams playing
-    leave it, at the speed over all units; 0 before any measure."""
+    (an estimate: with MAKING_MARGIN): its next unit of `next_s` audio seconds (0: unknown, a run's first: a whole
+    unit at the speed, at least `unit_s`, the measured mean time to a segment's first audio) at a later step's speed,
+    the longest unit's making as blocking while more keys compete than there are slots or this key has another stream
+    under way, the others at the share the streams playing leave it, at the speed over all units; 0 before any
+    measure."""
     speed = cap.next_per_second or cap.audio_per_second
     if speed <= 0:
         return 0.0
@@ -150,7 +151,11 @@ def stream_hold_s(cap: Capacity, next_s: float, unit_s: float, rest_s: float, la
     if not units:
         return 0.0
     making = next_s / speed if next_s > 0 else max(unit_s, units[0] / speed)
-    blocked = max(making, largest / speed) if cap.other_keys + 1 > cap.slots else 0.0  # a slot freed by the longest
+    # a slot freed by the longest unit (the longest window, or a run's first with its features): while more keys
+    # compete than there are slots, or another stream of this key (one made ahead) may hold its key's slot when this
+    # one's next unit is due
+    contended = cap.other_keys + 1 > cap.slots or cap.key_streams > cap.per_key
+    blocked = max(making, largest / speed, unit_s) if contended else 0.0
     # the schedulability test: each stream playing takes a slot 1/blend of the time (its units come first by their
     # deadlines; `blend`: a slot's speed over every unit, a run's first with its features included); this one gets
     # what they leave of the slots (with the margin), at most its key's; none left: it waits for one to end

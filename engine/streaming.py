@@ -80,7 +80,8 @@ class EngineCounters:
             self.seconds_per_char += SPEED_WEIGHT * (min(0.3, max(0.02, audio_seconds / chars)) - self.seconds_per_char)
 
     def first_chunk(self, seconds: float) -> None:
-        """A unit of work's first chunk came `seconds` after its slot: the moving average of that wait."""
+        """A segment's first chunk came `seconds` after its slot (a stepping backend's: its first step, features
+        included): the moving average of that wait."""
         self.first_chunk_s += SPEED_WEIGHT * (seconds - self.first_chunk_s) if self.first_chunk_s else seconds
 
     def made(self, slot_seconds: float, audio_seconds: float, busy: float, *, later_step: bool = False) -> None:
@@ -497,7 +498,8 @@ class StreamingEngine:
         if self.trace is not None:
             self.trace("synthesized", key, job.index)
         self.counters.made(took, len(audio) / backend.info.sample_rate, busy, later_step=later)
-        self.counters.first_chunk(took)
+        if not later:  # a segment's first step: its features too (what a unit of unknown length is priced at)
+            self.counters.first_chunk(took)
         self._load.notify()
         return audio, float(more), grant
 
@@ -681,6 +683,7 @@ class StreamingEngine:
             other_keys=len(competing - {key}),
             per_key=per_key,
             heard_others=sum(1 for p in self._playouts if p.playing() and p.key != key),
+            key_streams=sum(1 for p in self._playouts if p.key == key and not p.done),
         )
 
     def _recently_asked(self) -> set[Hashable]:

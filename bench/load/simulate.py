@@ -217,12 +217,20 @@ class _Sim:
         heard = sum(1 for p in self.playouts if p.playing() and p.key != key)
         return Capacity(slots=slots, running=self.sched.running, waiting_others=0, other_keys=others,
                         audio_per_second=mean_speed, next_per_second=1.0 / blend, per_key=self.sched.per_key_limit,
-                        heard_others=heard)
+                        heard_others=heard, key_streams=sum(1 for p in self.playouts if p.key == key and not p.done))
+
+    def making(self, next_s: float) -> float:
+        """Seconds a unit takes to make with every slot busy, as the engine prices it (StreamingEngine._making): of
+        `next_s` audio seconds at a later window's speed; 0 (a run's first: its length unknown) a first window's."""
+        busy = self.sched.max_concurrency
+        return self.model.unit_s(next_s, busy, False) if next_s > 0 else self.model.unit_s(
+            self.model.windows[0], busy, True)
 
     async def stream(self, key: Any, audio_s: float, playout: PlayOut,
-                     on_chunk: Callable[[float, float], None]) -> None:
+                     on_chunk: Callable[[float, float, bool], None]) -> None:
         """Make `audio_s` of speech window by window as StreamingEngine._produce_steps does: each window in a slot by
-        the play-out's deadline, a slot kept when nobody is due before."""
+        the play-out's deadline, a slot kept when nobody is due before; the next unit's length is known within a run
+        (0 before a run's first, as the engine's backend says)."""
         self.active[key] += 1
         self.asked[key] = asyncio.get_running_loop().time()
         self.playouts.add(playout)
@@ -237,12 +245,13 @@ class _Sim:
                 except asyncio.CancelledError:
                     grant.release()
                     raise
-                next_s = units[k + 1][0] if k + 1 < len(units) else 0.0
-                keep = next_s > 0 and self.sched.keep(grant, playout.deadline(unit, next_s))
+                follows = k + 1 < len(units)
+                next_s = units[k + 1][0] if follows and not units[k + 1][1] else 0.0
+                keep = follows and self.sched.keep(grant, playout.deadline(unit, next_s))
                 held = grant if keep else None
                 if not keep:
                     grant.release()
-                on_chunk(unit, next_s)
+                on_chunk(unit, next_s, follows)
                 self.changed.set()
         finally:
             self.active[key] -= 1
@@ -303,9 +312,9 @@ class _Guild:
 
         item.playout = PlayOut(loop.time, urgent=item.kind == "say", heard=heard, key=self.key,
                                largest=max(self.sim.model.windows),
-                               making=lambda n: self.sim.model.unit_s(n, self.sim.sched.max_concurrency, False))
+                               making=self.sim.making)
 
-        def on_chunk(audio: float, next_s: float) -> None:
+        def on_chunk(audio: float, next_s: float, follows: bool) -> None:
             assert item.playout is not None
             now = loop.time()
             if item.heard_from is not None and now > item.heard_from + item.made_s:  # the listener ran dry
@@ -318,7 +327,7 @@ class _Guild:
             item.playout.add(audio)
             item.made_s += audio
             item.next_s = next_s
-            item.finished = next_s == 0.0 and item.made_s >= item.audio_s - 1e-6
+            item.finished = not follows
             item.got.set()
         item.task = asyncio.create_task(self.sim.stream(self.key, item.audio_s, item.playout, on_chunk))
 
@@ -355,7 +364,7 @@ class _Guild:
             if item.made_s > 0 and item.first_at is None:
                 item.first_at = now
             need = 0.0 if item.finished else stream_hold_s(
-                sim.capacity(self.key), item.next_s, sim.model.unit_s(1.0, sim.sched.max_concurrency, True),
+                sim.capacity(self.key), item.next_s, sim.making(0.0),
                 item.audio_s - item.made_s, max(sim.model.windows), 1.5)
             if item.made_s > 0 and item.made_s >= need:
                 break
@@ -398,7 +407,7 @@ async def _capacity(model: CostModel, make: Callable[[], Scheduler]) -> float:
         while loop.time() < stop:
             audio = len(PHRASES[i % len(PHRASES)]) * SECONDS_PER_CHAR
             playout = PlayOut(loop.time, urgent=False)
-            await sim.stream(("capacity", k), audio, playout, lambda a, n: None)
+            await sim.stream(("capacity", k), audio, playout, lambda a, n, f: None)
             made += audio
             i += 1
     t0 = loop.time()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.realtime import MAKING_MARGIN, READOUT_TTFA_S, SAY_TTFA_S, PlayOut, hold_s, upcoming
+from engine.base import Capacity
+from engine.realtime import MAKING_MARGIN, READOUT_TTFA_S, SAY_TTFA_S, PlayOut, hold_s, stream_hold_s, upcoming
 
 
 class FakeClock:
@@ -59,6 +60,19 @@ def test_a_fast_engine_starts_at_the_first_unit_and_a_slow_one_makes_most_first(
 def test_blocking_behind_another_streams_unit_is_held_for():
     alone = hold_s([1.2, 1.8], 1.7, 1.2 / 1.7)
     assert hold_s([1.2, 1.8], 1.7, 1.2 / 1.7, blocked_s=0.7) == pytest.approx(alone + 0.7)
+
+
+def test_a_stream_holds_for_a_unit_its_own_guilds_next_utterance_may_be_making():
+    """With the slots free for other guilds, another stream of its own key (made ahead of its turn) may still hold the
+    key's one slot, unpreempted, when this one's next unit is due: the longest unit, or a run's first with its
+    features (`unit_s`) where that is longer."""
+    cap = Capacity(slots=2, running=1, waiting_others=0, audio_per_second=1.5, next_per_second=2.0, per_key=1)
+    alone = stream_hold_s(cap, 1.2, 0.5, 6.0, 2.0, 1.5)
+    beside_own = stream_hold_s(Capacity(**{**cap.__dict__, "key_streams": 2}), 1.2, 0.5, 6.0, 2.0, 1.5)
+    assert beside_own == pytest.approx(alone + 2.0 / 2.0)  # the longest window at a later step's speed
+    slow_first = stream_hold_s(Capacity(**{**cap.__dict__, "key_streams": 2}), 1.2, 1.4, 6.0, 2.0, 1.5)
+    assert slow_first == pytest.approx(alone + 1.4)
+    assert stream_hold_s(Capacity(**{**cap.__dict__, "key_streams": 1}), 1.2, 0.5, 6.0, 2.0, 1.5) == alone
 
 
 def test_upcoming_units_grow_to_the_largest_and_end_with_the_rest():
