@@ -267,14 +267,10 @@ class Capacity:
     # this key's streams under way (one made ahead of its turn holds the key's slot a unit at a time, unpreempted)
     key_streams: int = 0
 
-    def share(self, *, next_step: bool = False) -> float:
-        """Audio seconds per second this key can expect while the others stay busy (fair round-robin); `next_step`:
-        for the next step of a run under way, at a later step's speed while no other key competes (else it may wait
-        for a slot behind theirs: the blend)."""
-        slots_for_me = min(float(self.per_key), self.slots / (self.other_keys + 1))
-        later = next_step and self.next_per_second > 0 and not self.other_keys
-        speed = self.next_per_second if later else self.audio_per_second
-        return speed * slots_for_me
+    def share(self) -> float:
+        """Audio seconds per second this key can expect while the others stay busy (fair round-robin, at the speed
+        over all units: a new request's first units included)."""
+        return self.audio_per_second * min(float(self.per_key), self.slots / (self.other_keys + 1))
 
 
 @dataclass(frozen=True)

@@ -492,13 +492,13 @@ def test_a_runs_later_steps_have_their_own_speed_and_count_in_the_blend() -> Non
     assert counters.speed(1, next_step=True) == 3.0 and counters.speed(1) == 2.0
 
 
-def test_the_next_step_is_priced_at_a_later_steps_speed_only_while_no_other_key_competes() -> None:
+def test_a_keys_share_is_its_slots_at_the_speed_over_all_units() -> None:
     from engine.base import Capacity
 
     alone = Capacity(slots=2, running=1, waiting_others=0, audio_per_second=1.5, next_per_second=2.0)
-    assert alone.share() == 1.5 and alone.share(next_step=True) == 2.0
+    assert alone.share() == 1.5  # one slot per key
     shared = Capacity(slots=2, running=2, waiting_others=1, audio_per_second=1.2, other_keys=2, next_per_second=1.6)
-    assert shared.share(next_step=True) == shared.share() == pytest.approx(1.2 * 2 / 3)
+    assert shared.share() == pytest.approx(1.2 * 2 / 3)
 
 
 async def test_streams_closed_while_their_steps_come_back_are_no_failure() -> None:
