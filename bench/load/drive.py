@@ -212,8 +212,12 @@ def simulate_here(plan: Plan, speeds: dict[int, float], units: tuple[float, ...]
     model's name and each goal's simulated value."""
     from bench.load.simulate import CostModel, simulate
 
-    model = CostModel(f"speeds per slot {speeds} measured in this run", dict(speeds), {k: 0.0 for k in speeds}, units)
-    return model.cpu, {name: value for name, (value, _, _) in simulate(plan, model).goals(plan).items()}
+    speeds = {int(k): v for k, v in speeds.items()}  # (from the child's JSON: its keys are strings)
+    model = CostModel(f"speeds per slot {speeds} measured in this run", speeds, {k: 0.0 for k in speeds}, units)
+    try:
+        return model.cpu, {name: value for name, (value, _, _) in simulate(plan, model).goals(plan).items()}
+    except Exception as exc:  # noqa: BLE001 - the run's own figures are printed whatever the simulator does
+        return f"{model.cpu}: the simulator failed ({exc!r})", {}
 
 
 # The calibration's load, of the capacity measured alone, whatever the plan's: its speed with every slot busy is

@@ -73,8 +73,9 @@ class CostModel:
     windows: tuple[float, ...] = ()  # audio seconds of a run's windows in turn (the last repeating)
 
     def _at(self, table: dict[int, float], busy: int, scale: float) -> float:
-        """`table` at `busy` slots busy; past the measured loads, the cores shared (`scale`: 1 for times, -1 speeds)."""
-        level = min(max(busy, 1), max(table))
+        """`table` at `busy` slots busy; at a load not measured, the nearest measured with the cores shared (`scale`: 1
+        for times, -1 speeds)."""
+        level = min(table, key=lambda k: (abs(k - max(busy, 1)), k))
         return table[level] * (max(busy, 1) / level) ** scale
 
     def unit_s(self, audio_s: float, busy: int, first: bool) -> float:

@@ -190,7 +190,9 @@ class VoiceConnection:
         """channel.connect with our VoiceClient, except that a 4017 close (no DAVE offered) ends it at once:
         discord.py would retry for the whole timeout, and no retry can succeed."""
         self.events.refused = refused = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(channel.connect(timeout=self.timeout, self_deaf=True, reconnect=True,
+        # not shown deafened: Discord sends a self-deafened member every member's audio all the same, and the bot
+        # listens to who speaks (README, Privacy); the icon would tell members otherwise
+        task = asyncio.ensure_future(channel.connect(timeout=self.timeout, self_deaf=False, reconnect=True,
                                                      cls=self._new_voice_client))
         try:
             await asyncio.wait({task, refused}, return_when=asyncio.FIRST_COMPLETED)
