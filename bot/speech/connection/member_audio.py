@@ -114,4 +114,4 @@ class MemberAudio:
 def is_speech(pcm: bytes) -> bool:
     """A decoded frame (s16 samples) loud enough to be shown as speech."""
     samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
-    return bool(len(samples)) and 10 * np.log10(np.mean(samples ** 2) / 32768.0 ** 2 + 1e-12) > SPEECH_DBFS
+    return bool(len(samples) and 10 * np.log10(np.mean(samples ** 2) / 32768.0 ** 2 + 1e-12) > SPEECH_DBFS)
