@@ -6,7 +6,7 @@ import asyncio
 import io
 import time
 import wave
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,9 +149,16 @@ class VoiceRecordings:
         self.active[member.guild.id, member.id] = recording
         return recording
 
-    async def run(self, recording: Recording, show: Callable[[str], None]) -> End:
+    async def run(self, recording: Recording, started: Awaitable[object], show: Callable[[str], None]) -> End:
+        """`started` (the member shown the recording and its Stop button), then the recording until it ends; if
+        either fails, the member's packets are no longer taken and nothing is kept."""
         try:
+            await started
             return await recording.run(show)
+        except BaseException:
+            recording.connection.stop_recording(recording.member.id)
+            recording.audio.forget()
+            raise
         finally:
             self.active.pop((recording.member.guild.id, recording.member.id), None)
 

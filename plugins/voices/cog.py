@@ -16,6 +16,7 @@ from bot.member_notice import tell_member
 from bot.speech.audio_file import attachment
 from bot.speech.text.say import Join, SayOrder
 from bot.user_options import BY_FIELD as USER_OPTIONS
+from bot.voice_recording import MAX_SPEECH_S
 from plugins.voices.confirm import StopButton, ask
 from plugins.voices.progress import ProgressMessage
 
@@ -28,8 +29,8 @@ CONSENT = (
     "you allow this bot to keep the clip and speak in this voice for you and for those you share it with. "
     "You can delete it at any time with /voice delete."
 )
-RECORD_NOTE = ("\nAfter you confirm I keep only your own audio in my voice channel, for up to 30 s or until you "
-               "press Stop; nobody else's is decoded or kept.")
+RECORD_NOTE = (f"\nAfter you confirm I keep only your own audio in my voice channel, for up to {MAX_SPEECH_S:g} s or "
+               "until you press Stop; nobody else's is decoded or kept.")
 REGISTERING = "Registering {name!r}… this takes up to a minute; your voice stays what it is until then."
 
 
@@ -62,7 +63,8 @@ class VoicesCog(commands.Cog):
         await pressed.response.edit_message(content=REGISTERING.format(name=name), view=None)
         await self._register(interaction, name, lambda: self.voices.download(clip.url, clip.size), transcript)
 
-    @group.command(name="record", description="Register a voice by speaking in my voice channel (up to 30 s)")
+    @group.command(name="record",
+                   description=f"Register a voice by speaking in my voice channel (up to {MAX_SPEECH_S:g} s)")
     @app_commands.describe(name="a name for the voice")
     @app_commands.guild_only()
     async def record(self, interaction: discord.Interaction, name: str = "recorded") -> None:
@@ -77,10 +79,10 @@ class VoicesCog(commands.Cog):
         except UserError as exc:
             await pressed.response.edit_message(content=f"Not recorded: {exc}", view=None)
             return
-        await pressed.response.edit_message(content=recording.progress(),
-                                            view=StopButton(interaction.user.id, recording.finish))
+        shown = pressed.response.edit_message(content=recording.progress(),
+                                              view=StopButton(interaction.user.id, recording.finish))
         progress = ProgressMessage(interaction, "")
-        end = await recordings.run(recording, progress.show)
+        end = await recordings.run(recording, shown, progress.show)
         await progress.settle()
         if not end.keep:
             await interaction.edit_original_response(content=f"Not registered: {end.message}", view=None)

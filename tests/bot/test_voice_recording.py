@@ -8,10 +8,11 @@ import wave
 from types import SimpleNamespace
 
 import discord
+import pytest
 
 from bot.speech.connection.member_audio import LOST_KEY_FRAMES, CallKeys, MemberAudio
 from bot.speech.connection.voice_receive import ReceiveCounts
-from bot.voice_recording import DONE, KEY_LOST, NOTHING_HEARD, Recording
+from bot.voice_recording import DONE, KEY_LOST, NOTHING_HEARD, Recording, VoiceRecordings
 from tests.bot.test_member_audio import KEY, KEYS, TONE, Dave, packet
 
 CHANNEL = 5
@@ -42,7 +43,7 @@ class Call:
 
 def member_in_the_call():
     """A guild member in the bot's voice channel, as discord.py's cache shows them."""
-    guild = SimpleNamespace()
+    guild = SimpleNamespace(id=3)
     member = SimpleNamespace(id=7, guild=guild, voice=SimpleNamespace(channel=SimpleNamespace(id=CHANNEL)))
     guild.get_member = lambda uid: member if uid == member.id else None
     return member
@@ -65,9 +66,8 @@ async def test_what_was_heard_is_handed_over_as_a_wav_and_then_forgotten():
     encoder = discord.opus.Encoder()
     for n in range(10):
         recording.audio.packet(packet(encoder.encode(TONE, 960), n), 0.0)
-    shown: list[str] = []
     recording.finish()                                             # Stop pressed
-    assert await recording.run(shown.append) is DONE and not call.taking
+    assert await recording.run(lambda _: None) is DONE and not call.taking
     assert "0.2 s heard (0.2 s speech, 0.0 s silence)" in recording.progress()
     with wave.open(io.BytesIO(recording.take_wav())) as w:
         assert (w.getnchannels(), w.getframerate(), w.getnframes()) == (1, 48_000, 10 * 960)
@@ -78,3 +78,18 @@ async def test_a_recording_that_heard_nothing_registers_nothing():
     recording = Recording(Call(KEYS), member_in_the_call(), CHANNEL)
     recording.finish()
     assert await recording.run(lambda _: None) is NOTHING_HEARD
+
+
+async def test_a_recording_that_cannot_be_shown_to_its_member_takes_and_keeps_nothing():
+    recordings = VoiceRecordings(SimpleNamespace(on_end=[]))
+    call = Call(KEYS)
+    member = member_in_the_call()
+    recording = recordings.active[member.guild.id, member.id] = Recording(call, member, CHANNEL)
+    recording.audio.packet(packet(discord.opus.Encoder().encode(TONE, 960)), 0.0)
+
+    async def shown():
+        raise RuntimeError("the message could not be edited")
+
+    with pytest.raises(RuntimeError):
+        await recordings.run(recording, shown(), lambda _: None)
+    assert not call.taking and not recording.audio.pcm and not recordings.active
