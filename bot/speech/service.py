@@ -52,6 +52,15 @@ OPUS_OPTIONS = {"application": "audio", "signal_type": "auto"}
 Ending = Literal["stop", "left"]  # why a guild's speech was ended: /stop, or the bot left its voice channel
 
 
+def tell(hooks: list[Callable[..., None]], *args: object) -> None:
+    """Call each hook with `args`; one that fails is logged, and the others are still told."""
+    for hook in hooks:
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("speech hook failed")
+
+
 class SpeechService:
     """What plugins call to speak: join, leave, enqueue, skip, stop, queue."""
 
@@ -122,11 +131,7 @@ class SpeechService:
     def _report(self, guild_id: int, utt: Utterance, outcome: Outcome) -> None:
         log.info("utterance request=%s guild=%s backend=%s %s", utt.request.request_id, guild_id,
                  self.engine.info.name, utt.describe(outcome))
-        for listener in self.listeners:
-            try:
-                listener(guild_id, utt, outcome)
-            except Exception:
-                log.exception("speech listener failed")
+        tell(self.listeners, guild_id, utt, outcome)
 
     def is_connected(self, guild_id: int) -> bool:
         conn = self._connection(guild_id)
@@ -149,7 +154,7 @@ class SpeechService:
         conn = self._connection(guild_id)
         if conn is None:
             return False
-        self._ended(guild_id, "left")
+        tell(self.on_end, guild_id, "left")
         self.stop(guild_id)
         return await conn.leave()
 
@@ -240,15 +245,8 @@ class SpeechService:
         return (sp := self._speaker(guild_id)) is not None and sp.skip()
 
     def stop(self, guild_id: int) -> int:
-        self._ended(guild_id, "stop")
+        tell(self.on_end, guild_id, "stop")
         return sp.stop() if (sp := self._speaker(guild_id)) else 0
-
-    def _ended(self, guild_id: int, why: Ending) -> None:
-        for hook in self.on_end:
-            try:
-                hook(guild_id, why)
-            except Exception:
-                log.exception("speech end hook failed")
 
     def remove_message(self, guild_id: int, message_id: int) -> bool:
         return (sp := self._speaker(guild_id)) is not None and sp.remove_message(message_id)
@@ -274,7 +272,7 @@ class SpeechService:
     def _connection_is(self, guild_id: int, state: ConnectionState) -> None:
         """A guild's connection changed state: dropped (kicked, the channel deleted) clears its queue."""
         if state is ConnectionState.DROPPED:
-            self._ended(guild_id, "left")
+            tell(self.on_end, guild_id, "left")
         sp = self._speaker(guild_id)
         if state is ConnectionState.DROPPED and sp is not None:
             log.info("guild %s: dropped from voice; queue cleared", guild_id)
