@@ -19,6 +19,7 @@ from bot.prefs import PrefsService
 from bot.speech.service import SpeechService
 from bot.stock_voices import StockVoices
 from bot.storage.database import Database
+from bot.voice_recording import VoiceRecordings
 from bot.voices import VoiceService
 from bot.web import WebServer
 from engine.base import Engine
@@ -59,6 +60,7 @@ class VoiceBot(commands.AutoShardedBot):
     languages: LanguageService
     stock: StockVoices
     metrics: BotMetrics
+    recordings: VoiceRecordings
 
     def __init__(self, settings: Settings, *, database: Database, engine: Engine, **kwargs: Any) -> None:
         d = settings.discord
@@ -100,6 +102,7 @@ class VoiceBot(commands.AutoShardedBot):
         self.languages = LanguageService(self.engine, self.prefs, self.stock)
         self.speech = SpeechService(self, self.engine, c, prefs=self.prefs, voices=self.voices,
                                     dictionary=self.dictionary, languages=self.languages)
+        self.recordings = VoiceRecordings(self.speech)
         self.metrics = BotMetrics(self.speech, self.engine)
         self.speech.listeners.append(self.metrics.observe)
         if c.web.enabled:

@@ -241,16 +241,24 @@ class VoiceService:
         clip is uploaded to the engine server)."""
         return await self.engine.register(data, transcript, max_bytes=self.settings.max_clip_bytes, progress=progress)
 
+    @property
+    def _too_many(self) -> str:
+        return f"You have {self.settings.max_per_user} voices, the most allowed; delete one first."
+
+    async def check_new(self, owner_id: int, name: str) -> str:
+        """`name` checked as a new voice of `owner_id`'s (before a clip is asked for, and again when it is stored)."""
+        name = check_name(name)
+        if await repo.find_owned(self.db, owner_id, name) is not None:
+            raise UserError(f"You already have a voice named {name!r}; pick another name or delete it first.")
+        if await repo.count_owned(self.db, owner_id) >= self.settings.max_per_user:
+            raise UserError(self._too_many)
+        return name
+
     async def register(self, owner_id: int, name: str, data: bytes, transcript: str,
                        progress: Progress | None = None) -> VoiceInfo:
         """Check, analyse and store a clip as `owner_id`'s voice `name`: all of it is stored, or nothing.
         `progress` is called as the engine's fit goes; the user's voice stays what it was meanwhile."""
-        name = check_name(name)
-        if await repo.find_owned(self.db, owner_id, name) is not None:
-            raise UserError(f"You already have a voice named {name!r}; pick another name or delete it first.")
-        too_many = f"You have {self.settings.max_per_user} voices, the most allowed; delete one first."
-        if await repo.count_owned(self.db, owner_id) >= self.settings.max_per_user:
-            raise UserError(too_many)
+        name = await self.check_new(owner_id, name)
         try:
             reg = await self._run_registration(data, transcript, progress)
         except EngineError as exc:
@@ -264,7 +272,7 @@ class VoiceService:
         except DuplicateVoiceName:
             raise UserError(f"You already have a voice named {name!r}.") from None
         except repo.VoiceLimitReached:
-            raise UserError(too_many) from None
+            raise UserError(self._too_many) from None
 
     # -- owner actions -------------------------------------------------------------------------------
     async def use(self, user_id: int, guild_id: int | None, name: str) -> str:

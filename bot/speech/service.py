@@ -7,7 +7,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import discord
 
@@ -49,6 +49,16 @@ log = logging.getLogger(__name__)
 # Opus in its full-band (CELT) mode: at 64 kbps on this project's voice ~3x cheaper per frame than "voip"/"voice"
 # (SILK or hybrid: 117 vs 325 us per 20 ms frame) and closer to the synthesized waveform (SNR 23 vs 12 dB)
 OPUS_OPTIONS = {"application": "audio", "signal_type": "auto"}
+Ending = Literal["stop", "left"]  # why a guild's speech was ended: /stop, or the bot left its voice channel
+
+
+def tell(hooks: list[Callable[..., None]], *args: object) -> None:
+    """Call each hook with `args`; one that fails is logged, and the others are still told."""
+    for hook in hooks:
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("speech hook failed")
 
 
 class SpeechService:
@@ -74,6 +84,7 @@ class SpeechService:
         self.files = AudioFiles(engine)
         self.received = ReceiveCounts()  # every call's receive path: packets heard and dropped (/metrics)
         self.listeners: list[Callable[[int, Utterance, Outcome], None]] = []
+        self.on_end: list[Callable[[int, Ending], None]] = []  # told when a guild's speech is stopped or left
         self.presence = Presence(client, leave_when_alone=self.settings.leave_when_alone,
                                  connection=self._connection, leave=self.leave)
 
@@ -120,11 +131,7 @@ class SpeechService:
     def _report(self, guild_id: int, utt: Utterance, outcome: Outcome) -> None:
         log.info("utterance request=%s guild=%s backend=%s %s", utt.request.request_id, guild_id,
                  self.engine.info.name, utt.describe(outcome))
-        for listener in self.listeners:
-            try:
-                listener(guild_id, utt, outcome)
-            except Exception:
-                log.exception("speech listener failed")
+        tell(self.listeners, guild_id, utt, outcome)
 
     def is_connected(self, guild_id: int) -> bool:
         conn = self._connection(guild_id)
@@ -147,6 +154,7 @@ class SpeechService:
         conn = self._connection(guild_id)
         if conn is None:
             return False
+        tell(self.on_end, guild_id, "left")
         self.stop(guild_id)
         return await conn.leave()
 
@@ -237,6 +245,7 @@ class SpeechService:
         return (sp := self._speaker(guild_id)) is not None and sp.skip()
 
     def stop(self, guild_id: int) -> int:
+        tell(self.on_end, guild_id, "stop")
         return sp.stop() if (sp := self._speaker(guild_id)) else 0
 
     def remove_message(self, guild_id: int, message_id: int) -> bool:
@@ -262,6 +271,8 @@ class SpeechService:
     # -- voice state -----------------------------------------------------------------------------
     def _connection_is(self, guild_id: int, state: ConnectionState) -> None:
         """A guild's connection changed state: dropped (kicked, the channel deleted) clears its queue."""
+        if state is ConnectionState.DROPPED:
+            tell(self.on_end, guild_id, "left")
         sp = self._speaker(guild_id)
         if state is ConnectionState.DROPPED and sp is not None:
             log.info("guild %s: dropped from voice; queue cleared", guild_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 import discord
@@ -15,7 +16,8 @@ from bot.member_notice import tell_member
 from bot.speech.audio_file import attachment
 from bot.speech.text.say import Join, SayOrder
 from bot.user_options import BY_FIELD as USER_OPTIONS
-from plugins.voices.confirm import ask
+from bot.voice_recording import MAX_SPEECH_S
+from plugins.voices.confirm import StopButton, ask
 from plugins.voices.progress import ProgressMessage
 
 if TYPE_CHECKING:
@@ -27,6 +29,9 @@ CONSENT = (
     "you allow this bot to keep the clip and speak in this voice for you and for those you share it with. "
     "You can delete it at any time with /voice delete."
 )
+RECORD_NOTE = (f"\nAfter you confirm I keep only your own audio in my voice channel, for up to {MAX_SPEECH_S:g} s or "
+               "until you press Stop; nobody else's is decoded or kept.")
+REGISTERING = "Registering {name!r}… this takes up to a minute; your voice stays what it is until then."
 
 
 class VoicesCog(commands.Cog):
@@ -55,12 +60,46 @@ class VoicesCog(commands.Cog):
         pressed = await ask(interaction, CONSENT.format(name=name), "I confirm")
         if pressed is None:
             return
-        await pressed.response.edit_message(content=f"Registering {name!r}… this takes up to a minute; your "
-                                                    "voice stays what it is until then.", view=None)
+        await pressed.response.edit_message(content=REGISTERING.format(name=name), view=None)
+        await self._register(interaction, name, lambda: self.voices.download(clip.url, clip.size), transcript)
+
+    @group.command(name="record",
+                   description=f"Register a voice by speaking in my voice channel (up to {MAX_SPEECH_S:g} s)")
+    @app_commands.describe(name="a name for the voice")
+    @app_commands.guild_only()
+    async def record(self, interaction: discord.Interaction, name: str = "recorded") -> None:
+        name = await self.voices.check_new(interaction.user.id, name)
+        recordings = self.bot.recordings
+        recordings.check(interaction.user)
+        pressed = await ask(interaction, CONSENT.format(name=name) + RECORD_NOTE, "I confirm")
+        if pressed is None:
+            return
+        try:
+            recording = recordings.start(interaction.user)  # checked again: they may have left meanwhile
+        except UserError as exc:
+            await pressed.response.edit_message(content=f"Not recorded: {exc}", view=None)
+            return
+        shown = pressed.response.edit_message(content=recording.progress(),
+                                              view=StopButton(interaction.user.id, recording.finish))
+        progress = ProgressMessage(interaction, "")
+        end = await recordings.run(recording, shown, progress.show)
+        await progress.settle()
+        if not end.keep:
+            await interaction.edit_original_response(content=f"Not registered: {end.message}", view=None)
+            return
+        await interaction.edit_original_response(content=REGISTERING.format(name=name), view=None)
+
+        async def clip() -> bytes:
+            return recording.take_wav()
+
+        await self._register(interaction, name, clip, "")
+
+    async def _register(self, interaction: discord.Interaction, name: str, clip: Callable[[], Awaitable[bytes]],
+                        transcript: str) -> None:
+        """The clip (uploaded or recorded) registered as `name`, its progress and result in the message."""
         progress = ProgressMessage(interaction, f"Preparing your voice {name!r}: {{percent}}")
         try:
-            data = await self.voices.download(clip.url, clip.size)
-            info = await self.voices.register(interaction.user.id, name, data, transcript, progress)
+            info = await self.voices.register(interaction.user.id, name, await clip(), transcript, progress)
         except UserError as exc:
             await progress.settle()
             await interaction.edit_original_response(content=f"Not registered: {exc}")

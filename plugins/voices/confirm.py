@@ -1,25 +1,34 @@
-"""A two-button confirmation (consent, deletion) that only the asking user can press."""
+"""Buttons only the asking user can press: a two-button confirmation (consent, deletion), a recording's Stop."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import discord
 
 
-class Confirm(discord.ui.View):
-    """Waits for the user to press Confirm or Cancel; `result` is True, False or None (timed out)."""
+class OnlyTheUser(discord.ui.View):
+    """A view whose buttons answer only `user_id`; anyone else is told it is not theirs."""
 
-    def __init__(self, user_id: int, confirm_label: str, *, timeout: float = 120.0) -> None:
+    def __init__(self, user_id: int, *, timeout: float | None) -> None:
         super().__init__(timeout=timeout)
         self.user_id = user_id
-        self.result: bool | None = None
-        self.interaction: discord.Interaction | None = None
-        self.confirm.label = confirm_label
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         if interaction.user.id != self.user_id:
             await interaction.response.send_message("This is not your confirmation.", ephemeral=True)
             return False
         return True
+
+
+class Confirm(OnlyTheUser):
+    """Waits for the user to press Confirm or Cancel; `result` is True, False or None (timed out)."""
+
+    def __init__(self, user_id: int, confirm_label: str, *, timeout: float = 120.0) -> None:
+        super().__init__(user_id, timeout=timeout)
+        self.result: bool | None = None
+        self.interaction: discord.Interaction | None = None
+        self.confirm.label = confirm_label
 
     async def _decide(self, interaction: discord.Interaction, result: bool) -> None:
         self.result = result
@@ -51,3 +60,16 @@ async def ask(interaction: discord.Interaction, text: str, confirm_label: str, *
         except discord.HTTPException:
             pass
     return None
+
+
+class StopButton(OnlyTheUser):
+    """A recording's Stop: `on_stop()` when the user presses it (the recording then ends and is registered)."""
+
+    def __init__(self, user_id: int, on_stop: Callable[[], None]) -> None:
+        super().__init__(user_id, timeout=None)  # the recording has its own end
+        self.on_stop = on_stop
+
+    @discord.ui.button(label="Stop", style=discord.ButtonStyle.primary, custom_id="stop")
+    async def press(self, interaction: discord.Interaction, _button: discord.ui.Button) -> None:
+        self.on_stop()
+        await interaction.response.edit_message(content="Stopped.", view=None)

@@ -15,8 +15,8 @@ EVERY_S = 2.0  # and at most this often (each edit is a Discord API call)
 
 
 class ProgressMessage:
-    """Call it with how far the task is (0.0-1.0, on the event loop); `settle()` before the final edit, so that
-    no progress edit lands after it."""
+    """Call it with how far the task is (0.0-1.0, on the event loop), or `show` a text; `settle()` before the final
+    edit, so that no progress edit lands after it."""
 
     def __init__(self, interaction: discord.Interaction, text: str) -> None:
         self.interaction = interaction
@@ -26,15 +26,21 @@ class ProgressMessage:
         self._edit: asyncio.Task[None] | None = None
 
     def __call__(self, done: float) -> None:
-        now = time.monotonic()
-        if done - self._shown < STEP or now - self._at < EVERY_S or (self._edit and not self._edit.done()):
-            return
-        self._shown, self._at = done, now
-        self._edit = asyncio.get_running_loop().create_task(self._show(done))
+        if done - self._shown >= STEP and self.show(self.text.format(percent=f"{done:.0%}")):
+            self._shown = done
 
-    async def _show(self, done: float) -> None:
+    def show(self, content: str) -> bool:
+        """Edit the message to `content`, unless an edit was made too recently or is still on its way."""
+        now = time.monotonic()
+        if now - self._at < EVERY_S or (self._edit and not self._edit.done()):
+            return False
+        self._at = now
+        self._edit = asyncio.get_running_loop().create_task(self._show(content))
+        return True
+
+    async def _show(self, content: str) -> None:
         try:
-            await self.interaction.edit_original_response(content=self.text.format(percent=f"{done:.0%}"))
+            await self.interaction.edit_original_response(content=content)
         except discord.HTTPException as exc:  # the final message still comes; a lost figure is harmless
             log.debug("progress edit failed: %s", exc)
 

@@ -9,7 +9,7 @@ import struct
 import discord
 import nacl.secret
 
-from bot.speech.connection.member_audio import CallKeys, MemberAudio
+from bot.speech.connection.member_audio import LOST_KEY_FRAMES, CallKeys, MemberAudio
 from bot.speech.connection.voice_receive import ReceiveCounts
 
 KEY = bytes(range(32))
@@ -64,3 +64,23 @@ def test_a_recording_stops_at_its_length():
     for n in range(8):
         audio.packet(packet(opus, n), 0.0)
     assert audio.frames == 5 and audio.full
+
+
+def test_the_recorder_is_shown_speech_and_silence():
+    audio = MemberAudio(7, lambda: KEYS, ReceiveCounts())
+    encoder = discord.opus.Encoder()
+    for n, pcm in enumerate([bytes(3840)] * 5 + [TONE] * 4):
+        audio.packet(packet(encoder.encode(pcm, 960), n), 0.0)
+    assert audio.frames == 9 and audio.speech_frames == 4
+
+
+def test_a_key_the_bot_cannot_follow_is_noticed_and_one_it_can_forgets_the_failures():
+    audio = MemberAudio(7, lambda: CallKeys(KEYS.mode, KEY, Dave()), ReceiveCounts())
+    opus = discord.opus.Encoder().encode(TONE, 960)
+    for n in range(LOST_KEY_FRAMES - 1):
+        audio.packet(packet(opus, n), 0.0)                             # a frame under a key the bot has not
+    audio.packet(packet(b"E2EE" + opus), 0.0)
+    assert not audio.key_lost and audio.frames == 1
+    for n in range(LOST_KEY_FRAMES):
+        audio.packet(packet(opus, n), 0.0)
+    assert audio.key_lost

@@ -140,12 +140,18 @@ class CountingDecoder:
         return self.decoder.decode(frame, fec=fec)
 
 
-async def test_recording_opens_and_decodes_only_the_consenting_members_packets(sb, demo, bot):
+async def join_with_bob(sb, demo):
+    """The bot joins alice's channel and bob comes in too; the call's end-to-end encryption settled with him."""
     await join(sb, demo)
     bob = sb.user("bob")
     await sb.user_joins_voice(bob, demo.voice)
     await sb.voice.dave.settle()
     await sb.wait_dave_ready(demo.guild)
+    return bob
+
+
+async def test_recording_opens_and_decodes_only_the_consenting_members_packets(sb, demo, bot):
+    bob = await join_with_bob(sb, demo)
     connection = bot.speech.call(demo.guild.id).connection
     CountingDecoder.made = decoders = []
     audio = connection.record(demo.alice.id, max_s=30, decoder=CountingDecoder)

@@ -76,6 +76,8 @@ MATRIX = [
     case("skip", allowed=CONTROL, refusal="Join my voice channel"),
     case("stop", allowed=CONTROL, refusal="Join my voice channel"),
     case("leave", allowed=CONTROL, refusal="to make me leave", after="rejoin"),
+    # recording a voice: members of the bot's channel, each their own
+    case("voice record", {"name": "fresh"}, IN_VOICE, "Join my voice channel", after="cancel"),
     # speaking there: members of the bot's channel (require_voice is on by default)
     case("say", {"text": "hello there"}, IN_VOICE, "to speak there", after="stop"),
     # the voice's owner, and those it is shared with
@@ -95,7 +97,7 @@ GUILD_ONLY = [
     ("join", {}), ("leave", {}), ("say", {"text": "hi"}), ("skip", {}), ("stop", {}), ("queue", {}),
     ("nickname", {"name": "x"}), ("settings show", {}), ("settings set", {"setting": "xsaid", "value": "on"}),
     ("settings role", {}), ("readout off", {}), ("voice preview", {"name": "secret"}), ("dictionary list", {}),
-    ("tts", {"text": "hi"}),
+    ("tts", {"text": "hi"}), ("voice record", {}),
 ]
 DM_OK = [("optout", {}), ("optin", {}), ("voice list", {}), ("voice settings", {"speed": 1.0})]
 
@@ -196,7 +198,7 @@ async def test_every_command_by_every_kind_of_user(world):
     wrong = []
     for c in MATRIX:
         for kind in KINDS:
-            if c.command in ("skip", "stop", "leave", "say", "voice preview"):
+            if c.command in ("skip", "stop", "leave", "say", "voice preview", "voice record"):
                 await w.ensure_connected()
             text, ephemeral = await run_case(w, c, kind)
             refused = any(r in text for r in REFUSALS)

@@ -12,11 +12,14 @@ import davey
 import discord
 import nacl.exceptions
 import nacl.secret
+import numpy as np
 
 from bot.speech.connection.voice_receive import ReceiveCounts
 
 RTPSIZE_MODE = "aead_xchacha20_poly1305_rtpsize"  # the mode discord.py 2.7 chooses (its first supported)
 FRAME_S = 0.020
+SPEECH_DBFS = -45.0  # a decoded frame louder than this (RMS, dB of full scale) is shown as speech, else silence
+LOST_KEY_FRAMES = 50  # this many of the member's frames in a row that DAVE cannot open: their key is lost to us
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class MemberAudio:
         self.user_id = user_id
         self.pcm = bytearray()
         self.frames = 0
+        self.speech_frames = 0  # frames louder than SPEECH_DBFS (what the recorder is shown)
+        self.failed_in_row = 0  # the member's frames DAVE could not open since the last one it could
         self.max_frames = round(max_s / FRAME_S)
         self._keys = keys
         self._counts = counts
@@ -59,6 +64,11 @@ class MemberAudio:
     @property
     def full(self) -> bool:
         return self.frames >= self.max_frames
+
+    @property
+    def key_lost(self) -> bool:
+        """The call's end-to-end encryption moved on to keys the bot cannot open this member's frames with."""
+        return self.failed_in_row >= LOST_KEY_FRAMES
 
     def packet(self, data: bytes, _at: float) -> None:
         if self.full:
@@ -79,14 +89,29 @@ class MemberAudio:
             except Exception:  # noqa: BLE001 - no key for this sender (a new epoch the bot cannot follow yet)
                 opened = None
             if opened is None:
+                self.failed_in_row += 1
                 self._counts.drop("dave_failed")
                 return
+            self.failed_in_row = 0
             frame = opened
         if self._decoder is None:
             self._decoder = self._new_decoder()
         try:
-            self.pcm += self._decoder.decode(frame, fec=False)
+            pcm = self._decoder.decode(frame, fec=False)
         except discord.opus.OpusError:
             self._counts.drop("decode_failed")
             return
+        self.pcm += pcm
         self.frames += 1
+        self.speech_frames += is_speech(pcm)
+
+    def forget(self) -> None:
+        """Drop what was kept (after registration, or when the recording ended without one); keep nothing more."""
+        self.max_frames = 0
+        self.pcm = bytearray()
+
+
+def is_speech(pcm: bytes) -> bool:
+    """A decoded frame (s16 samples) loud enough to be shown as speech."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    return bool(len(samples) and 10 * np.log10(np.mean(samples ** 2) / 32768.0 ** 2 + 1e-12) > SPEECH_DBFS)
