@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from bench._harness import bench_settings, join, new_room, pct  # noqa: E402
 from engine.base import Voice  # noqa: E402
-from engine.bench import Metric  # noqa: E402
+from engine.bench import Metric, report  # noqa: E402
 
 SAID = ("The quick brown fox jumps over the lazy dog near the river bank. Seven silver spoons sat quietly inside a "
         "wooden drawer all winter, waiting for the spring.")
@@ -184,12 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"cpu: {cpu}", flush=True)
     metrics = asyncio.run(run(args.trials, args.members, args.seconds))
-    for m in metrics:
-        print(m.line(), flush=True)
-    missed = [m.name for m in metrics if m.goal and not m.ok]
-    print(f"summary: {len([m for m in metrics if m.goal]) - len(missed)}/{len([m for m in metrics if m.goal])} "
-          f"goals met" + (f"; missed: {', '.join(missed)}" if missed else ""), flush=True)
-    return 1 if missed else 0
+    return report(metrics)
 
 
 if __name__ == "__main__":

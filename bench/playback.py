@@ -26,7 +26,7 @@ import discord  # noqa: E402
 
 from bench._harness import bench_settings, join, new_room  # noqa: E402
 from engine.base import Voice  # noqa: E402
-from engine.bench import Metric  # noqa: E402
+from engine.bench import Metric, report  # noqa: E402
 
 TEXT = "Our town library opened a new reading room last spring, and it has been busy ever since."
 
@@ -162,12 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0)
     args = p.parse_args(argv)
     metrics = asyncio.run(run(args.guilds, args.seconds))
-    for m in metrics:
-        print(m.line(), flush=True)
-    missed = [m.name for m in metrics if m.goal and not m.ok]
-    print(f"summary: {len([m for m in metrics if m.goal]) - len(missed)}/{len([m for m in metrics if m.goal])} "
-          f"goals met" + (f"; missed: {', '.join(missed)}" if missed else ""), flush=True)
-    return 1 if missed else 0
+    return report(metrics)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,17 @@ class Metric:
         return f"{self.name}: {self.value:.3f} (goal {self.goal}) {'OK' if self.ok else 'MISSED'}{note}"
 
 
+def report(metrics: list[Metric]) -> int:
+    """Print each metric and a summary of the goals met; 1 when one was missed (a bench's exit status)."""
+    for m in metrics:
+        print(m.line(), flush=True)
+    goals = [m for m in metrics if m.goal]  # lines without a goal are shown for context
+    missed = [m.name for m in goals if not m.ok]
+    print(f"summary: {len(goals) - len(missed)}/{len(goals)} goals met"
+          + (f"; missed: {', '.join(missed)}" if missed else ""), flush=True)
+    return 1 if missed else 0
+
+
 def _settings(workers: int, model: str = "", intra_op: int = 0) -> EngineSettings:
     return EngineSettings(
         workers=workers, max_concurrency=workers, per_key_limit=1, max_text_chars=5000,
