@@ -132,13 +132,15 @@ async def run(trials: int, members: int, seconds: float) -> list[Metric]:
                     talk = sb.speak(talkers[0], talk_wav, room.guild)
                     await talk.wait(timeout=30)
                     await capture.wait_until_silent(0.6, timeout=120)
-                    down, back = times(reference, levels(capture), talk.first_at, talk.last_voiced_at, depth)
+                    down, back = times(reference, levels(capture), talk.sent_at[0], talk.sent_at[-1], depth)
                     if down is None or back is None:
                         missing += 1
                         continue
                     downs.append(down)
                     backs.append(back)
-                note = f"{len(downs)} of {trials} trials, ducking {depth:g} dB"
+                note = (f"{len(downs)} of {trials} trials, ducking {depth:g} dB; down "
+                        + " ".join(f"{d * 1000:.0f}" for d in downs) + " ms, back "
+                        + " ".join(f"{b * 1000:.0f}" for b in backs) + " ms")
                 if downs:
                     metrics.append(Metric("level_down_p50_s", pct(downs, 0.5), "", True, note))
                     metrics.append(Metric("level_down_max_s", max(downs), f"<= {DOWN_GOAL_S}",
@@ -167,8 +169,8 @@ async def run(trials: int, members: int, seconds: float) -> list[Metric]:
                 metrics.append(Metric("receive_idle_core_share", idle, "", True, "the reader thread, nobody speaking"))
                 metrics.append(Metric("receive_core_share_per_speaking_member", per_member, f"< {CPU_GOAL}",
                                       per_member < CPU_GOAL,
-                                      f"{members} members at once, {got} packets; {busy / max(idle, 1e-9):.1f}x "
-                                      f"the idle thread"))
+                                      f"{members} members at once, {got} packets; the thread at "
+                                      f"{busy:.4f} of a core, idle {idle:.4f}"))
             finally:
                 await running.stop()
         restore_discord()
