@@ -70,6 +70,22 @@ def cpu_seconds(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wav_of(pcm: bytes, rate: int = 48_000) -> bytes:
+    """48 kHz stereo s16le as a mono WAV (what a sandbox member talks into a call: Sandbox.speak)."""
+    import io
+    import wave
+
+    import numpy as np
+
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(np.frombuffer(pcm, dtype="<i2")[::2].tobytes())
+    return out.getvalue()
+
+
 async def wait_until(predicate, timeout: float, what: str, step: float = 0.02) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import sys
 import tempfile
 import threading
 import time
-import wave
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from bench._harness import bench_settings, join, new_room, pct  # noqa: E402
+from bench._harness import bench_settings, join, new_room, pct, wav_of  # noqa: E402
 from engine.base import Voice  # noqa: E402
 from engine.bench import Metric, report  # noqa: E402
 
@@ -38,18 +36,6 @@ TALKED = "Sorry to cut in, could you say that again?"
 DOWN_GOAL_S = 0.100
 BACK_GOAL_S = 0.600
 CPU_GOAL = 0.01  # of a core per speaking member
-
-
-def wav_of(pcm: bytes, rate: int = 48_000) -> bytes:
-    """48 kHz stereo s16le as a mono WAV (the talker's input)."""
-    mono = np.frombuffer(pcm, dtype="<i2")[::2]
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(mono.tobytes())
-    return out.getvalue()
 
 
 def frame_db(pcm: bytes) -> float:

@@ -23,12 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=float, help="seconds over which the actions are sent")
     ap.add_argument("--factor", type=float, help="offered speech as a multiple of the measured capacity")
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--talkers", type=int, help="members of the first guild talking in the call all along")
     ap.add_argument("--dump", type=Path, help="write each guild's items, talk spurts and bot messages here (JSON)")
     args = ap.parse_args(argv)
     Dump.entries = [] if args.dump else None
     plan = QUICK if args.quick else PLANS[args.plan]
     changes = {k: v for k, v in {"guilds": args.guilds, "users": args.users, "window_s": args.window,
-                                 "factor": args.factor, "seed": args.seed}.items() if v is not None}
+                                 "factor": args.factor, "seed": args.seed,
+                                 "talkers": args.talkers}.items() if v is not None}
     result = asyncio.run(run(dataclasses.replace(plan, **changes)))
     if args.dump:
         args.dump.write_text(json.dumps(Dump.entries, indent=1))

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._harness import bench_settings, bot_subprocess, cpu_seconds, engine_totals, pct, peak_rss_mb
+from bench._harness import bench_settings, bot_subprocess, cpu_seconds, engine_totals, pct, peak_rss_mb, wav_of
 from bench.load.accounting import References, account
 from bench.load.traffic import (
     HOSTILE,
@@ -170,12 +170,14 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
                                         (mean * SPEECH_SHARE)))
             # what the bot posted before (setup, the calibration's notices) is about none of this run's items
             before = {r.guild.id: max((m.id for m in r.general.messages), default=0) for r in rooms}
+            talking = asyncio.ensure_future(talk(sb, rooms[0], plan.talkers, engine)) if plan.talkers else None
             t0, cpu0, own0 = time.monotonic(), cpu_seconds(child.pid), cpu_seconds()
             await drive(sb, plan, rooms, actions, lengths, traffic)
             sent_s = time.monotonic() - t0
             cores = ((cpu_seconds(child.pid) - cpu0) / sent_s, (cpu_seconds() - own0) / sent_s)
             drained = await settle(sb, rooms, traffic, plan.drain_s)
             load_s = time.monotonic() - t0
+            talked = await stop_talking(talking)
             bot_peak = peak_rss_mb(child.pid)
         stats = json.loads((data / "child-stats.json").read_text())
         if Dump.entries is not None:
@@ -201,8 +203,42 @@ async def _run(plan: Plan, data: Path, engine) -> dict:
         "faster": [u["catch_up"] for u in played if u["catch_up"] > 1.0],
         "engine_beside": engine_beside(stats["engine"], t0, t0 + sent_s, slots),
         "outcomes": dict(collections.Counter(u["outcome"] for u in utterances)),
-        "simulated": simulated,
+        "simulated": simulated, "talked": talked,
     }
+
+
+TALKED = "Sorry to cut in, could you say that again? I missed the last part."
+
+
+async def talk(sb, room, members: int, engine) -> int:
+    """`members` of `room` talking at once in the bot's call (real speech, DAVE- and transport-encrypted, as a
+    Discord client sends it), over and over until cancelled: packets sent."""
+    from engine.base import Voice
+
+    wav = wav_of(b"".join([c.pcm async for c in engine.stream(TALKED, Voice(), key="talkers")]))
+    sent = 0
+    try:
+        while True:
+            talks = [sb.speak(user, wav, room.guild) for user in room.users[:members]]
+            try:
+                for t in talks:
+                    await t.wait(timeout=60)
+            finally:
+                sent += sum(len(t.sent_at) for t in talks)
+    except asyncio.CancelledError:
+        return sent
+
+
+async def stop_talking(talking: asyncio.Future | None) -> int:
+    """Stop the talkers (bench talk): packets they sent (0: none talked)."""
+    if talking is None:
+        return 0
+    talking.cancel()
+    try:
+        return await talking
+    except Exception as exc:  # noqa: BLE001 - the run's own figures are printed whatever the talkers did
+        print(f"the talkers stopped: {exc!r}", flush=True)
+        return -1
 
 
 def simulate_here(plan: Plan, speeds: dict[int, float], units: tuple[float, ...]) -> tuple[str, dict[str, float]]:

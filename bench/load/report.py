@@ -100,6 +100,9 @@ def report(r: dict) -> int:
         ratio = value / real if real else math.nan
         print(f"  {name}: simulated {value:.2f}, measured {real:.2f} (ratio {ratio:.2f}; goal within 25%: "
               f"{'OK' if abs(ratio - 1) <= 0.25 or value == real else 'MISSED'})")
+    if r["plan"].talkers:
+        print(f"talkers: {r['plan'].talkers} members of the first guild talked in the call all along, "
+              f"{r['talked']} packets (their receive cost alone: bench/hearing.py)")
     met = sum(goals) + (r["commands_unanswered"] == 0)
     unanswered = r["commands_unanswered"]
     print(f"commands_unanswered: {unanswered} (goal 0) {'OK' if unanswered == 0 else 'MISSED'}")

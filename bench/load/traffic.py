@@ -33,6 +33,7 @@ class Plan:
     seed: int = 20
     goals: dict = field(default_factory=dict)
     calibrate_s: float = 0.0  # first load this long to size the plan from the capacity beside playback (0: alone)
+    talkers: int = 0  # members of the first guild talking in the bot's call all through the plan (its receive path)
 
 
 WAITS = ("say_ttfa_p95_s", "readout_delay_p95_s", "say_own_wait_p95_s", "readout_own_wait_p95_s")
