@@ -225,6 +225,9 @@ async def talk(sb, room, members: int, engine) -> int:
                     await t.wait(timeout=60)
             finally:
                 sent += sum(len(t.sent_at) for t in talks)
+                for t in talks:  # (cancelled: none talks on into the sandbox's close)
+                    if t.task is not None:
+                        t.task.cancel()
     except asyncio.CancelledError:
         return sent
 
