@@ -327,3 +327,33 @@ async def test_observed_voice_client_feeds_its_receive_path_and_gives_the_call_k
     finally:
         flow._socket_reader.stop()
     assert heard == [42] and keys is not None and keys.secret_key == bytes([1] * 32) and keys.dave is None
+
+
+async def test_voice_updates_handled_while_the_join_is_being_sent_are_not_lost():
+    """discord.py's own connect flow, with VOICE_SERVER_UPDATE and VOICE_STATE_UPDATE handled while its op 4 is
+    still being sent (a gateway send that yields): with discord.py 2.7 alone both were dropped (the flow was still
+    `disconnected`) and the join waited out its timeout."""
+    from discord.voice_state import VoiceConnectionState
+    assert "_voice_connect" in VoiceConnectionState.__dict__  # what discord.py's connect flow calls, overridden
+    client = discord.Client(intents=discord.Intents.none())
+    flow_box: list = []
+
+    async def change_voice_state(*, channel, self_deaf, self_mute):  # the send, yielding before it returns
+        flow = flow_box[0]
+        await flow.voice_server_update({"token": "t", "guild_id": "1", "endpoint": "127.0.0.1:9"})
+        await flow.voice_state_update({"channel_id": "10", "session_id": "s", "user_id": "99"})
+        await asyncio.sleep(0)
+
+    guild = SimpleNamespace(id=1, change_voice_state=change_voice_state)
+    channel = SimpleNamespace(id=10, guild=guild, _get_voice_client_key=lambda: (1, "guild_id"))
+    vc = ObservedVoiceClient(client, channel, listener=lambda _vc, _event: None)
+    flow = connection_state(vc)
+    flow_box.append(flow)
+    flow._create_socket = lambda: None  # (no UDP socket in a unit test)
+    flow.timeout = 2.0
+    try:
+        await flow._voice_connect()
+        await asyncio.wait_for(flow._wait_for_state(ConnectionFlowState.got_both_voice_updates), 2.0)
+    finally:
+        flow._socket_reader.stop()
+    assert flow.state is ConnectionFlowState.got_both_voice_updates and flow.endpoint == "127.0.0.1:9"

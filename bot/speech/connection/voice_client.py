@@ -122,6 +122,15 @@ class _ObservedConnectionState(VoiceConnectionState):
 
     state = property(VoiceConnectionState.state.fget, _set_state)  # type: ignore[attr-defined]
 
+    async def _voice_connect(self, *, self_deaf: bool = False, self_mute: bool = False) -> None:
+        """discord.py's op 4, with the flow state it waits in set before sending rather than after: discord.py 2.7
+        sets it once the send returns, and a send that yields (aiohttp drains its writer every 64 KiB) let a quick
+        VOICE_SERVER_UPDATE or VOICE_STATE_UPDATE be handled first, in the disconnected state, where discord.py
+        drops it, so the join waited out its timeout (about 1 join in 500 when 50 guilds joined at once)."""
+        if self.state is ConnectionFlowState.disconnected:
+            self.state = ConnectionFlowState.set_guild_voice_state
+        await super()._voice_connect(self_deaf=self_deaf, self_mute=self_mute)
+
     @property
     def close_code(self) -> int | None:
         """The voice websocket's close code once the voice server (or discord.py) closed it (aiohttp's close_code)."""
