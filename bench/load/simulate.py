@@ -278,7 +278,8 @@ class _Item:
 
 
 class _Guild:
-    """A guild's queue (asked-for speech ahead of readout) played one at a time, the next made ahead (lookahead 1)."""
+    """A guild's queue (asked-for speech ahead of readout) played one at a time, the next made ahead (lookahead 1,
+    as the bot's Lookahead: one stream per priority at a time)."""
 
     def __init__(self, sim: _Sim, key: Any) -> None:
         self.sim, self.key = sim, key
@@ -351,8 +352,12 @@ class _Guild:
         item.turn = True
         self.current = item
         self._start(item)
-        if self.queue:
-            self._start(self.queue[0])  # made ahead of its turn
+        if self.queue:  # made ahead of its turn: at once in the other priority's slot, else once this one is made
+            ahead = self.queue[0]
+            if (ahead.kind == "say") != (item.kind == "say") or item.finished:
+                self._start(ahead)
+            elif item.task is not None:
+                item.task.add_done_callback(lambda _: self._start(ahead) if ahead in self.queue else None)
         sim = self.sim
         while True:
             now = loop.time()
