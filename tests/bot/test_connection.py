@@ -105,6 +105,7 @@ class FakeChannel(discord.VoiceChannel):
     def __init__(self, channel_id: int, guild, *, answer: bool = True) -> None:
         self.id, self.guild = channel_id, guild
         self.answer = answer  # whether the voice server lets the client in
+        self.lost = 0  # connects whose voice updates are lost (discord.py waits out its timeout)
         self.states: dict[int, object] = {}
         self.connects = 0
 
@@ -126,6 +127,10 @@ class FakeChannel(discord.VoiceChannel):
         if not self.answer:
             vc.emit(Kind.FLOW, connected=False, close_code=4017)
             await asyncio.sleep(timeout)
+            raise asyncio.TimeoutError
+        if self.lost:
+            self.lost -= 1
+            await asyncio.sleep(0)
             raise asyncio.TimeoutError
         vc.flow(True)
         return vc
@@ -357,3 +362,15 @@ async def test_voice_updates_handled_while_the_join_is_being_sent_are_not_lost()
     finally:
         flow._socket_reader.stop()
     assert flow.state is ConnectionFlowState.got_both_voice_updates and flow.endpoint == "127.0.0.1:9"
+
+
+async def test_a_join_whose_handshake_timed_out_is_tried_once_more_and_a_second_timeout_is_told():
+    w = World(ALICE)
+    w.voice.lost = 1
+    await w.conn.join(w.voice)
+    assert w.voice.connects == 2 and w.conn.state is S.CONNECTED
+    w2 = World(ALICE)
+    w2.voice.lost = 2
+    with pytest.raises(UserError, match="in time"):
+        await w2.conn.join(w2.voice)
+    assert w2.voice.connects == 2 and w2.conn.state is S.DISCONNECTED
